@@ -1,0 +1,86 @@
+"""POST /api/v1/messages and GET /api/v1/messages/{id}."""
+
+from __future__ import annotations
+
+import json
+
+from rest_framework import serializers, status
+from rest_framework.generics import get_object_or_404
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from delivery.models import EmailMessage
+from delivery.services.messages import message_create
+from notifier.priorities import Priority
+from templates.services import template_version_get_current
+
+MAX_CONTEXT_BYTES = 64 * 1024
+
+
+class MessageCreateApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        to = serializers.EmailField(max_length=254)
+        template = serializers.CharField(max_length=100)
+        context = serializers.DictField(required=False, default=dict)
+        priority = serializers.ChoiceField(choices=[p.label for p in Priority], default="high")
+        idempotency_key = serializers.CharField(max_length=200, required=False)
+
+        def validate_template(self, value: str):
+            version = template_version_get_current(reference=value)
+            if version is None:
+                raise serializers.ValidationError(f"No active template {value!r}.")
+            return version
+
+        def validate_context(self, value: dict) -> dict:
+            if len(json.dumps(value, default=str)) > MAX_CONTEXT_BYTES:
+                raise serializers.ValidationError("Context is larger than 64 KiB.")
+            return value
+
+        def validate(self, attrs: dict) -> dict:
+            missing = sorted(set(attrs["template"].required_variables) - set(attrs["context"]))
+            if missing:
+                raise serializers.ValidationError(
+                    {"context": [f"Missing variables the template needs: {', '.join(missing)}."]}
+                )
+            return attrs
+
+    def post(self, request: Request) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        created = message_create(
+            client=request.user,
+            recipient=data["to"],
+            template_version=data["template"],
+            context=data["context"],
+            priority=Priority.from_label(data["priority"]),
+            idempotency_key=data.get("idempotency_key"),
+        )
+        message = created.message
+        headers = {"Idempotent-Replayed": "true"} if created.replayed else {}
+        body = {"id": message.id, "status": message.status}
+        return Response(body, status=status.HTTP_202_ACCEPTED, headers=headers)
+
+
+class MessageDetailApi(APIView):
+    class OutputSerializer(serializers.ModelSerializer):
+        priority = serializers.SerializerMethodField()
+        template = serializers.CharField(source="template_version.template.name")
+        template_version = serializers.IntegerField(source="template_version.version")
+
+        class Meta:
+            model = EmailMessage
+            fields = [
+                "id", "recipient", "status", "priority", "template", "template_version",
+                "provider", "provider_message_id", "attempts", "error", "created_at",
+                "scheduled_for", "sent_at", "delivered_at", "opened_at", "clicked_at", "bounced_at",
+            ]
+
+        def get_priority(self, message: EmailMessage) -> str:
+            return Priority(message.priority).label
+
+    def get(self, request: Request, message_id: int) -> Response:
+        queryset = EmailMessage.objects.select_related("template_version__template")
+        message = get_object_or_404(queryset, pk=message_id, client=request.user)
+        return Response(self.OutputSerializer(message).data)

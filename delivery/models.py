@@ -1,0 +1,91 @@
+"""The send ledger: one row per email, and one attempt row per provider call.
+
+PostgreSQL is the system of record. A worker moves a row QUEUED -> SENDING with one conditional
+UPDATE before it talks to any provider, so a redelivered task finds nothing to claim; the unique
+idempotency key makes a repeated API call or a restarted fan-out write nothing new.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+from notifier.priorities import Priority
+
+
+class EmailMessage(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "QUEUED"
+        SCHEDULED = "SCHEDULED"
+        SENDING = "SENDING"
+        # Handed to a provider with no answer (crash or timeout): never resent blindly,
+        # reconciled from webhooks or a provider lookup.
+        AMBIGUOUS = "AMBIGUOUS"
+        SENT = "SENT"
+        DELIVERED = "DELIVERED"
+        OPENED = "OPENED"
+        CLICKED = "CLICKED"
+        BOUNCED = "BOUNCED"
+        COMPLAINED = "COMPLAINED"
+        FAILED = "FAILED"
+        SUPPRESSED = "SUPPRESSED"
+        CANCELLED = "CANCELLED"
+
+    campaign = models.ForeignKey(
+        "campaigns.Campaign", null=True, blank=True, on_delete=models.CASCADE, related_name="messages"
+    )
+    client = models.ForeignKey("clients.ApiClient", null=True, blank=True, on_delete=models.SET_NULL)
+    recipient = models.EmailField(max_length=254)
+    context = models.JSONField(default=dict, blank=True)
+    template_version = models.ForeignKey("templates.TemplateVersion", on_delete=models.PROTECT)
+    priority = models.PositiveSmallIntegerField(
+        choices=[(p.value, p.label) for p in Priority], default=Priority.NORMAL
+    )
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.QUEUED)
+    provider = models.CharField(max_length=20, blank=True, default="")
+    provider_message_id = models.CharField(max_length=255, blank=True, default="")
+    attempts = models.PositiveSmallIntegerField(default=0)
+    idempotency_key = models.CharField(max_length=300, unique=True)
+    # Which task claimed the row and when; `send_started_at` is set just before the provider
+    # call, which separates "claimed, safe to retry" from "handed over, ambiguous".
+    claim_token = models.CharField(max_length=64, blank=True, default="")
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    send_started_at = models.DateTimeField(null=True, blank=True)
+    # Set when the recovery loop re-publishes a QUEUED row whose task was lost (e.g. the broker
+    # was down at commit time); spaces such re-publishes out.
+    requeued_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    scheduled_for = models.DateTimeField(null=True, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    opened_at = models.DateTimeField(null=True, blank=True)
+    clicked_at = models.DateTimeField(null=True, blank=True)
+    bounced_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["status", "claimed_at"], name="msg_status_claimed_idx"),
+            models.Index(fields=["campaign", "status"], name="msg_campaign_status_idx"),
+            models.Index(fields=["recipient"], name="msg_recipient_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.pk} -> {self.recipient} ({self.status})"
+
+
+class DeliveryAttempt(models.Model):
+    """One provider call for one message: what was tried, how long it took, what came back."""
+
+    class Outcome(models.TextChoices):
+        ACCEPTED = "accepted"
+        PERMANENT = "permanent"
+        TRANSIENT = "transient"
+        AMBIGUOUS = "ambiguous"
+
+    message = models.ForeignKey(EmailMessage, on_delete=models.CASCADE, related_name="delivery_attempts")
+    provider = models.CharField(max_length=20)
+    outcome = models.CharField(max_length=10, choices=Outcome.choices)
+    response_code = models.CharField(max_length=20, blank=True, default="")
+    error = models.TextField(blank=True, default="")
+    duration_ms = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)

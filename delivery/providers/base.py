@@ -1,0 +1,98 @@
+"""The small contract every provider implements.
+
+`send_batch` takes rendered emails and returns one `SendResult` per email, in order. A provider
+classifies every outcome, because the caller's next move depends on it:
+
+- ACCEPTED: the provider took it; we store its message id.
+- PERMANENT: it will never be accepted (bad address, rejected content): FAILED, no retry.
+- TRANSIENT: refused *before* acceptance (connection refused, 4xx, 429): safe to retry here or
+  on the next provider.
+- AMBIGUOUS: the request left and no answer came back (timeout mid-DATA, connection reset after
+  the body was sent). It may have been accepted, so it is never sent to another provider blindly.
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+
+class Outcome(enum.StrEnum):
+    ACCEPTED = "accepted"
+    PERMANENT = "permanent"
+    TRANSIENT = "transient"
+    AMBIGUOUS = "ambiguous"
+
+
+@dataclass(frozen=True)
+class OutgoingEmail:
+    message_id: int
+    recipient: str
+    from_email: str
+    subject: str
+    text: str
+    html: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SendResult:
+    message_id: int
+    outcome: Outcome
+    provider_message_id: str = ""
+    response_code: str = ""
+    error: str = ""
+    retry_after_seconds: float | None = None
+    duration_ms: int = 0
+
+
+class ProviderError(Exception):
+    """Raised by a provider when a whole batch fails the same way."""
+
+    outcome = Outcome.TRANSIENT
+
+    def __init__(self, message: str, *, response_code: str = "", retry_after: float | None = None):
+        super().__init__(message)
+        self.response_code = response_code
+        self.retry_after = retry_after
+
+
+class TransientError(ProviderError):
+    outcome = Outcome.TRANSIENT
+
+
+class PermanentError(ProviderError):
+    outcome = Outcome.PERMANENT
+
+
+class AmbiguousError(ProviderError):
+    outcome = Outcome.AMBIGUOUS
+
+
+class Provider(ABC):
+    """One ESP. Instances live for a worker process and may keep connections open."""
+
+    name: str = ""
+
+    @abstractmethod
+    def send_batch(self, emails: Sequence[OutgoingEmail]) -> list[SendResult]:
+        """Send every email; return one result per email, in the same order."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook; most providers hold nothing
+        """Release pooled connections (called at worker shutdown)."""
+
+
+def results_for_error(emails: Sequence[OutgoingEmail], error: ProviderError) -> list[SendResult]:
+    """The same failure for every email of a batch (e.g. the connection was refused)."""
+    return [
+        SendResult(
+            message_id=email.message_id,
+            outcome=error.outcome,
+            response_code=error.response_code,
+            error=str(error),
+            retry_after_seconds=error.retry_after,
+        )
+        for email in emails
+    ]

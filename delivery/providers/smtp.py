@@ -1,0 +1,128 @@
+"""SMTP provider: one reused connection per worker process, STARTTLS and auth when configured.
+
+The transaction is driven step by step (MAIL, RCPT, DATA) instead of `sendmail()` so each
+failure can be classified: anything before DATA completes its reply is either a clear 4xx/5xx
+or a connection problem before acceptance (TRANSIENT); a dropped or timed-out connection while
+the body is in flight or its reply is awaited is AMBIGUOUS (RFC 5321 section 4.5.4.1 lets the
+server have accepted it).
+"""
+
+from __future__ import annotations
+
+import smtplib
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from delivery.providers.base import (
+    Outcome,
+    OutgoingEmail,
+    Provider,
+    SendResult,
+    TransientError,
+    results_for_error,
+)
+from delivery.providers.mime import build_mime, new_message_id_header
+
+_CONNECTION_ERRORS = (OSError, smtplib.SMTPServerDisconnected, smtplib.SMTPConnectError)
+
+
+@dataclass(frozen=True)
+class SmtpSettings:
+    host: str
+    port: int
+    user: str = ""
+    password: str = ""
+    starttls: bool = False
+    timeout_seconds: float = 10.0
+
+
+def _outcome_for_code(code: int) -> Outcome:
+    return Outcome.PERMANENT if 500 <= code < 600 else Outcome.TRANSIENT
+
+
+class SmtpProvider(Provider):
+    name = "smtp"
+
+    def __init__(self, settings: SmtpSettings):
+        self.settings = settings
+        self._connection: smtplib.SMTP | None = None
+
+    def send_batch(self, emails: Sequence[OutgoingEmail]) -> list[SendResult]:
+        try:
+            connection = self._connect()
+        except (*_CONNECTION_ERRORS, smtplib.SMTPException) as exc:
+            return results_for_error(emails, TransientError(f"connect failed: {exc}"))
+        results = []
+        for email in emails:
+            result = self._send_one(connection, email)
+            results.append(result)
+            if result.outcome is Outcome.AMBIGUOUS or self._connection is None:
+                # The connection is gone; the rest of the batch was never handed over.
+                rest = emails[len(results):]
+                results.extend(results_for_error(rest, TransientError("connection lost")))
+                break
+        return results
+
+    def close(self) -> None:
+        if self._connection is not None:
+            try:
+                self._connection.quit()
+            except (*_CONNECTION_ERRORS, smtplib.SMTPException):
+                pass
+            self._connection = None
+
+    def _connect(self) -> smtplib.SMTP:
+        if self._connection is not None and self._connection_alive():
+            return self._connection
+        connection = smtplib.SMTP(
+            self.settings.host, self.settings.port, timeout=self.settings.timeout_seconds
+        )
+        connection.ehlo_or_helo_if_needed()
+        if self.settings.starttls:
+            connection.starttls()
+            connection.ehlo()
+        if self.settings.user:
+            connection.login(self.settings.user, self.settings.password)
+        self._connection = connection
+        return connection
+
+    def _connection_alive(self) -> bool:
+        try:
+            return self._connection.noop()[0] == 250
+        except (*_CONNECTION_ERRORS, smtplib.SMTPException):
+            self._connection = None
+            return False
+
+    def _send_one(self, connection: smtplib.SMTP, email: OutgoingEmail) -> SendResult:
+        started = time.monotonic()
+        header_id = new_message_id_header(email.message_id, email.from_email)
+        payload = build_mime(email, header_id)
+        try:
+            outcome, code, error = self._transaction(connection, email, payload)
+        except (TimeoutError, *_CONNECTION_ERRORS) as exc:
+            self._connection = None
+            outcome, code, error = Outcome.TRANSIENT, "", f"connection lost before DATA: {exc}"
+        duration_ms = int((time.monotonic() - started) * 1000)
+        provider_id = header_id.strip("<>") if outcome is Outcome.ACCEPTED else ""
+        return SendResult(email.message_id, outcome, provider_id, code, error, None, duration_ms)
+
+    def _transaction(
+        self, connection: smtplib.SMTP, email: OutgoingEmail, payload: bytes
+    ) -> tuple[Outcome, str, str]:
+        code, reply = connection.mail(email.from_email)
+        if code != 250:
+            connection.rset()
+            return _outcome_for_code(code), str(code), reply.decode(errors="replace")
+        code, reply = connection.rcpt(email.recipient)
+        if code not in (250, 251):
+            connection.rset()
+            return _outcome_for_code(code), str(code), reply.decode(errors="replace")
+        try:
+            code, reply = connection.data(payload)
+        except (TimeoutError, *_CONNECTION_ERRORS) as exc:
+            self._connection = None
+            return Outcome.AMBIGUOUS, "", f"no reply to DATA: {exc}"
+        if code != 250:
+            return _outcome_for_code(code), str(code), reply.decode(errors="replace")
+        return Outcome.ACCEPTED, str(code), ""

@@ -1,0 +1,34 @@
+"""Hand message ids to their priority's Celery queue, in batches of that priority's size."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+
+from notifier.priorities import Priority, batch_size_for, queue_for
+
+
+def messages_enqueue(
+    *, message_ids: Sequence[int], priority: Priority | int, countdown: float = 0, attempt: int = 0
+) -> int:
+    """Publish one send task per batch; returns the number of tasks published."""
+    from delivery.tasks import send_batch
+
+    size = batch_size_for(priority)
+    queue = queue_for(priority)
+    tasks = 0
+    for start in range(0, len(message_ids), size):
+        chunk = list(message_ids[start:start + size])
+        send_batch.apply_async(
+            args=(chunk, int(priority), attempt), queue=queue, countdown=countdown or None
+        )
+        tasks += 1
+    return tasks
+
+
+def messages_enqueue_by_priority(pairs: Iterable[tuple[int, int]]) -> int:
+    """Enqueue (id, priority) pairs, grouped per priority."""
+    grouped: dict[int, list[int]] = defaultdict(list)
+    for message_id, priority in pairs:
+        grouped[priority].append(message_id)
+    return sum(messages_enqueue(message_ids=ids, priority=p) for p, ids in grouped.items())

@@ -1,0 +1,132 @@
+"""Guarded state changes on the send ledger, one SQL statement per batch.
+
+Every change names the state it expects (and, while SENDING, the claim token), so a late or
+duplicate worker changes nothing: the database, not Redis or the broker, fences double sends.
+RETURNING is used so a single round trip both changes and reports the rows (PostgreSQL, and
+SQLite >= 3.35).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from django.db import connection
+from django.db.models import Case, CharField, Value, When
+from django.utils import timezone
+
+from delivery.models import EmailMessage
+
+Status = EmailMessage.Status
+TABLE = EmailMessage._meta.db_table
+
+
+def _placeholders(values: Sequence[object]) -> str:
+    return ", ".join(["%s"] * len(values))
+
+
+def messages_claim(*, message_ids: Sequence[int], token: str) -> list[tuple[int, int]]:
+    """QUEUED -> SENDING for this task; returns [(id, attempts)] of the rows it now owns.
+
+    A row already SENDING under the same token but not yet handed to a provider is re-claimed:
+    that is this very task redelivered after its worker died mid-batch (Celery keeps the id).
+    """
+    if not message_ids:
+        return []
+    sql = (
+        f"UPDATE {TABLE} SET status = %s, claim_token = %s, claimed_at = %s, "
+        f"attempts = attempts + 1 WHERE id IN ({_placeholders(message_ids)}) AND "
+        f"(status = %s OR (status = %s AND claim_token = %s AND send_started_at IS NULL)) "
+        f"RETURNING id, attempts"
+    )
+    params = [Status.SENDING, token, timezone.now(), *message_ids]
+    params += [Status.QUEUED, Status.SENDING, token]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [(row[0], row[1]) for row in cursor.fetchall()]
+
+
+def messages_mark_started(*, message_ids: Sequence[int], token: str) -> set[int]:
+    """Record the hand-off to a provider; only the rows returned may be sent.
+
+    Conditional on `send_started_at IS NULL`, so of two copies of one task only one wins a row.
+    """
+    if not message_ids:
+        return set()
+    sql = (
+        f"UPDATE {TABLE} SET send_started_at = %s WHERE id IN ({_placeholders(message_ids)}) "
+        f"AND status = %s AND claim_token = %s AND send_started_at IS NULL RETURNING id"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [timezone.now(), *message_ids, Status.SENDING, token])
+        return {row[0] for row in cursor.fetchall()}
+
+
+def _owned(message_ids: Sequence[int], token: str):
+    return EmailMessage.objects.filter(id__in=message_ids, status=Status.SENDING, claim_token=token)
+
+
+def messages_mark_sent(*, provider_ids: dict[int, str], provider: str, token: str) -> int:
+    """SENDING -> SENT with each row's provider message id, in one UPDATE."""
+    if not provider_ids:
+        return 0
+    per_row_id = Case(
+        *[When(id=pk, then=Value(pid)) for pk, pid in provider_ids.items()],
+        output_field=CharField(),
+    )
+    return _owned(list(provider_ids), token).update(
+        status=Status.SENT,
+        sent_at=timezone.now(),
+        provider=provider,
+        provider_message_id=per_row_id,
+        error="",
+    )
+
+
+def messages_mark_final(*, message_ids: Sequence[int], token: str, status: str, error: str) -> int:
+    """SENDING -> FAILED / AMBIGUOUS / SUPPRESSED with the reason."""
+    if not message_ids:
+        return 0
+    return _owned(message_ids, token).update(status=status, error=error[:2000])
+
+
+def messages_release(*, message_ids: Sequence[int], token: str, error: str = "") -> int:
+    """SENDING -> QUEUED (a transient failure before hand-off acceptance): retry later."""
+    if not message_ids:
+        return 0
+    return _owned(message_ids, token).update(
+        status=Status.QUEUED, claim_token="", claimed_at=None, send_started_at=None, error=error[:2000]
+    )
+
+
+def stale_claims_release(*, claimed_before: datetime) -> list[tuple[int, int]]:
+    """Claims whose worker vanished before the hand-off go back to QUEUED: [(id, priority)]."""
+    sql = (
+        f"UPDATE {TABLE} SET status = %s, claim_token = '', claimed_at = NULL "
+        f"WHERE status = %s AND send_started_at IS NULL AND claimed_at < %s RETURNING id, priority"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [Status.QUEUED, Status.SENDING, claimed_before])
+        return [(row[0], row[1]) for row in cursor.fetchall()]
+
+
+def stalled_sends_mark_ambiguous(*, started_before: datetime) -> int:
+    """Handed over long ago with no recorded answer: hold for reconciliation."""
+    return EmailMessage.objects.filter(
+        status=Status.SENDING, send_started_at__lt=started_before
+    ).update(status=Status.AMBIGUOUS, error="no provider answer recorded; awaiting reconciliation")
+
+
+def orphaned_messages_claim_requeue(*, older_than: datetime) -> list[tuple[int, int]]:
+    """Transactional rows QUEUED for too long (their task may be lost): [(id, priority)].
+
+    Campaign rows are left to the campaign fan-out, which tracks its own progress. A second
+    publish of a row whose task still exists is harmless: the claim lets only one send.
+    """
+    sql = (
+        f"UPDATE {TABLE} SET requeued_at = %s WHERE status = %s AND campaign_id IS NULL "
+        f"AND claimed_at IS NULL AND COALESCE(requeued_at, created_at) < %s RETURNING id, priority"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [timezone.now(), Status.QUEUED, older_than])
+        return [(row[0], row[1]) for row in cursor.fetchall()]

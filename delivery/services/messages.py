@@ -1,0 +1,78 @@
+"""Create transactional messages (the POST /api/v1/messages path).
+
+The unique idempotency key makes the insert itself the duplicate check: a repeated call with the
+same key returns the first message and enqueues nothing. A suppressed recipient is recorded as
+SUPPRESSED and never enqueued. The task is published only after the row commits, so a worker can
+never look for a row that is not there yet.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+
+from campaigns.selectors import email_is_suppressed
+from clients.models import ApiClient
+from delivery.models import EmailMessage
+from delivery.services.dispatch import messages_enqueue
+from notifier.priorities import Priority
+from templates.models import TemplateVersion
+
+Status = EmailMessage.Status
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MessageCreated:
+    message: EmailMessage
+    replayed: bool
+
+
+def _enqueue_after_commit(message_id: int, priority: Priority) -> None:
+    """The row is durable; if the broker is down the recovery loop publishes it later."""
+    try:
+        messages_enqueue(message_ids=[message_id], priority=priority)
+    except Exception:
+        logger.exception("could not publish message %s; recovery will retry", message_id)
+
+
+def client_idempotency_key(client: ApiClient, key: str | None) -> str:
+    """Callers' keys are scoped to the caller; without one every call is new."""
+    return f"client:{client.pk}:{key}" if key else f"auto:{uuid.uuid4().hex}"
+
+
+def message_create(
+    *,
+    client: ApiClient,
+    recipient: str,
+    template_version: TemplateVersion,
+    context: dict,
+    priority: Priority,
+    idempotency_key: str | None = None,
+) -> MessageCreated:
+    key = client_idempotency_key(client, idempotency_key)
+    existing = EmailMessage.objects.filter(idempotency_key=key).first()
+    if existing:
+        return MessageCreated(existing, replayed=True)
+    suppressed = email_is_suppressed(email=recipient)
+    try:
+        with transaction.atomic():
+            message = EmailMessage.objects.create(
+                client=client,
+                recipient=recipient,
+                template_version=template_version,
+                context=context,
+                priority=priority,
+                idempotency_key=key,
+                status=Status.SUPPRESSED if suppressed else Status.QUEUED,
+                error="suppressed" if suppressed else "",
+            )
+            if not suppressed:
+                transaction.on_commit(lambda: _enqueue_after_commit(message.id, priority))
+    except IntegrityError:
+        # A concurrent call with the same key won the insert.
+        return MessageCreated(EmailMessage.objects.get(idempotency_key=key), replayed=True)
+    return MessageCreated(message, replayed=False)

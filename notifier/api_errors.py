@@ -1,0 +1,61 @@
+"""One JSON error shape for every API error: {"error": {"code", "message", "fields"}}.
+
+`fields` maps each offending input field to its messages, so a caller can tell exactly what to
+fix. Non-field errors from serializers appear under "non_field_errors".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+_CODES = {
+    status.HTTP_400_BAD_REQUEST: "invalid",
+    status.HTTP_401_UNAUTHORIZED: "unauthenticated",
+    status.HTTP_403_FORBIDDEN: "forbidden",
+    status.HTTP_404_NOT_FOUND: "not_found",
+    status.HTTP_405_METHOD_NOT_ALLOWED: "method_not_allowed",
+    status.HTTP_409_CONFLICT: "conflict",
+    status.HTTP_413_REQUEST_ENTITY_TOO_LARGE: "too_large",
+    status.HTTP_415_UNSUPPORTED_MEDIA_TYPE: "unsupported_media_type",
+    status.HTTP_429_TOO_MANY_REQUESTS: "rate_limited",
+    status.HTTP_503_SERVICE_UNAVAILABLE: "unavailable",
+}
+
+
+def _flatten(detail: Any) -> list[str]:
+    if isinstance(detail, dict):
+        return [f"{key}: {msg}" for key, value in detail.items() for msg in _flatten(value)]
+    if isinstance(detail, list):
+        return [msg for item in detail for msg in _flatten(item)]
+    return [str(detail)]
+
+
+def _fields(detail: Any) -> dict[str, Any]:
+    if not isinstance(detail, dict):
+        return {}
+    return {key: _flatten(value) if not isinstance(value, dict) else _fields(value)
+            for key, value in detail.items()}
+
+
+def error_body(code: str, message: str, fields: dict[str, Any] | None = None) -> dict:
+    return {"error": {"code": code, "message": message, "fields": fields or {}}}
+
+
+def exception_handler(exc: Exception, context: dict) -> Response | None:
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    code = _CODES.get(response.status_code, "error")
+    if isinstance(exc, exceptions.ValidationError):
+        fields = _fields(exc.detail)
+        names = ", ".join(sorted(fields)) or "request"
+        message = f"Invalid input in: {names}."
+    else:
+        fields = {}
+        message = " ".join(_flatten(getattr(exc, "detail", str(exc))))
+    response.data = error_body(code, message, fields)
+    return response

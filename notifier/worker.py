@@ -1,0 +1,43 @@
+"""Start the Celery worker pool of one priority: python -m notifier.worker critical|high|normal|low|ops
+
+Each priority gets its own process pool, consuming only its own queue, so an OTP never waits
+behind prefetched campaign batches (design decision 7). Pool sizes come from
+notifier/priorities.py; `NOTIFIER_WORKER_POOL` picks prefork (default: survives a crashing
+child, and the crash tests need real child processes) or threads.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from notifier.priorities import MAINTENANCE_QUEUE, POOLS, STATUS_QUEUE, WEBHOOK_QUEUE, Priority, pool_size
+
+
+def worker_argv(role: str) -> list[str]:
+    pool = os.environ.get("NOTIFIER_WORKER_POOL", "prefork")
+    argv = ["celery", "-A", "notifier", "worker", "--loglevel", os.environ.get("NOTIFIER_LOG_LEVEL", "INFO")]
+    argv += ["-P", pool, "--without-gossip", "--without-mingle"]
+    if role == "ops":
+        queues = ",".join([STATUS_QUEUE, WEBHOOK_QUEUE, MAINTENANCE_QUEUE])
+        concurrency = os.environ.get("NOTIFIER_WORKER_OPS_CONCURRENCY", "2")
+        return [*argv, "-Q", queues, "-n", "ops@%h", "--concurrency", concurrency]
+    priority = Priority.from_label(role)
+    config = POOLS[priority]
+    low, high = pool_size(priority)
+    argv += ["-Q", config.queue, "-n", f"{role}@%h", "--prefetch-multiplier", str(config.prefetch_multiplier)]
+    if low == high or pool != "prefork":
+        return [*argv, "--concurrency", str(high)]
+    return [*argv, f"--autoscale={high},{low}"]
+
+
+def main() -> None:
+    if len(sys.argv) != 2 or sys.argv[1] not in [*(p.label for p in Priority), "ops"]:
+        sys.exit("usage: python -m notifier.worker critical|high|normal|low|ops")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifier.settings")
+    argv = worker_argv(sys.argv[1])
+    os.execvp(sys.executable, [sys.executable, "-m", *argv])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""Email templates with immutable versions.
+
+A `Template` is the stable identity callers name; every edit adds a `TemplateVersion`, and each
+message pins the version it was rendered from, so an edit never changes mail already queued.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class Template(models.Model):
+    name = models.SlugField(max_length=100, unique=True)
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def current_version(self) -> TemplateVersion:
+        return self.versions.order_by("-version").first()
+
+
+class TemplateVersion(models.Model):
+    template = models.ForeignKey(Template, on_delete=models.PROTECT, related_name="versions")
+    version = models.PositiveIntegerField()
+    subject = models.CharField(max_length=998)
+    html_body = models.TextField()
+    text_body = models.TextField(blank=True, default="")
+    # Variables the template reads, found by parsing it when saved: the API rejects a send
+    # whose context lacks one, instead of failing later in a worker.
+    required_variables = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["template", "version"], name="template_version_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.template.name} v{self.version}"

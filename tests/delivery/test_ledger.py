@@ -1,0 +1,75 @@
+"""The guarded ledger updates that fence double sends."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from delivery.models import EmailMessage
+from delivery.services import ledger
+from tests.factories import email_message, template_version
+
+Status = EmailMessage.Status
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def messages():
+    version = template_version()
+    return [email_message(version=version) for _ in range(3)]
+
+
+def test_claim_is_exclusive_between_tasks(messages):
+    ids = [m.id for m in messages]
+    first = ledger.messages_claim(message_ids=ids, token="task-a")
+    second = ledger.messages_claim(message_ids=ids, token="task-b")
+    assert sorted(pk for pk, _ in first) == sorted(ids)
+    assert second == []
+    assert set(EmailMessage.objects.values_list("status", flat=True)) == {Status.SENDING}
+
+
+def test_redelivered_task_reclaims_only_rows_not_yet_handed_over(messages):
+    ids = [m.id for m in messages]
+    ledger.messages_claim(message_ids=ids, token="task-a")
+    assert ledger.messages_mark_started(message_ids=ids[:1], token="task-a") == {ids[0]}
+    again = ledger.messages_claim(message_ids=ids, token="task-a")
+    assert sorted(pk for pk, _ in again) == sorted(ids[1:])
+    assert dict(again)[ids[1]] == 2  # attempts count every claim: the poison guard reads it
+
+
+def test_hand_off_is_won_by_one_copy_only(messages):
+    ids = [m.id for m in messages]
+    ledger.messages_claim(message_ids=ids, token="task-a")
+    assert ledger.messages_mark_started(message_ids=ids, token="task-a") == set(ids)
+    assert ledger.messages_mark_started(message_ids=ids, token="task-a") == set()
+    assert ledger.messages_mark_started(message_ids=ids, token="task-b") == set()
+
+
+def test_results_only_change_rows_the_token_owns(messages):
+    ids = [m.id for m in messages]
+    ledger.messages_claim(message_ids=ids, token="task-a")
+    assert ledger.messages_mark_sent(provider_ids={ids[0]: "p-1"}, provider="smtp", token="task-b") == 0
+    assert ledger.messages_mark_sent(provider_ids={ids[0]: "p-1", ids[1]: "p-2"},
+                                     provider="smtp", token="task-a") == 2
+    rows = {m.id: m for m in EmailMessage.objects.all()}
+    assert (rows[ids[0]].status, rows[ids[0]].provider_message_id) == (Status.SENT, "p-1")
+    assert rows[ids[1]].provider_message_id == "p-2"
+    assert ledger.messages_release(message_ids=[ids[2]], token="task-a") == 1
+    assert EmailMessage.objects.get(id=ids[2]).status == Status.QUEUED
+
+
+def test_stale_claims_return_to_queue_but_handed_over_rows_become_ambiguous(messages):
+    ids = [m.id for m in messages]
+    ledger.messages_claim(message_ids=ids, token="task-a")
+    ledger.messages_mark_started(message_ids=ids[:1], token="task-a")
+    later = timezone.now() + timedelta(seconds=1)
+    released = ledger.stale_claims_release(claimed_before=later)
+    assert sorted(pk for pk, _ in released) == sorted(ids[1:])
+    assert ledger.stalled_sends_mark_ambiguous(started_before=later) == 1
+    assert EmailMessage.objects.get(id=ids[0]).status == Status.AMBIGUOUS
+
+
+def test_orphaned_queued_rows_are_republished_once_per_interval(messages):
+    cutoff = timezone.now() + timedelta(seconds=1)
+    assert len(ledger.orphaned_messages_claim_requeue(older_than=cutoff)) == 3
+    assert ledger.orphaned_messages_claim_requeue(older_than=timezone.now() - timedelta(seconds=60)) == []

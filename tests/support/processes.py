@@ -1,0 +1,112 @@
+"""Real notifier processes (Celery workers, the scheduler) started by tests as subprocesses.
+
+They see the test database: the environment passed down names the database pytest-django
+created, so rows a test commits are the rows a worker claims.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+from django.conf import settings
+from django.db import connection
+
+BASE_DIR = Path(settings.BASE_DIR)
+
+
+def database_url() -> str:
+    """The URL of the database the tests run on (the test database, after setup)."""
+    cfg = connection.settings_dict
+    if cfg["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{cfg['NAME']}"
+    user = cfg.get("USER") or ""
+    password = f":{cfg['PASSWORD']}" if cfg.get("PASSWORD") else ""
+    auth = f"{user}{password}@" if user else ""
+    return f"postgres://{auth}{cfg.get('HOST') or '127.0.0.1'}:{cfg.get('PORT') or 5432}/{cfg['NAME']}"
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        DATABASE_URL=database_url(),
+        REDIS_URL=settings.REDIS_URL,
+        CELERY_BROKER_URL=settings.CELERY_BROKER_URL,
+        NOTIFIER_REDIS_PREFIX=settings.REDIS_KEY_PREFIX,
+        NOTIFIER_TASK_EVENTS="false",
+        PYTHONUNBUFFERED="1",
+    )
+    env.update(extra)
+    return env
+
+
+class ManagedProcess:
+    """A subprocess with its output in a log file, and helpers to wait for and kill it."""
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], log_dir: Path):
+        self.name = name
+        self.argv = argv
+        self.env = env
+        self.log_path = log_dir / f"{name}.log"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> ManagedProcess:
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child process owns it
+        self.process = subprocess.Popen(
+            self.argv, cwd=BASE_DIR, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        return self
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def wait_for_log(self, text: str, timeout: float = 30.0, after: int = 0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if text in self.log()[after:]:
+                return
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.name} exited early:\n{self.log()[-3000:]}")
+            time.sleep(0.1)
+        raise TimeoutError(f"{self.name} did not log {text!r}:\n{self.log()[-3000:]}")
+
+    def children(self) -> list[psutil.Process]:
+        try:
+            return psutil.Process(self.process.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+
+    def kill_group(self, sig: int = signal.SIGKILL) -> None:
+        """Signal the process and all its children (its own session), e.g. a crash."""
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, sig)
+            self.process.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill_group()
+
+
+def celery_worker(role: str, env: dict[str, str], log_dir: Path, concurrency: int = 1) -> ManagedProcess:
+    env = {**env, f"NOTIFIER_WORKER_P{_priority_index(role)}_CONCURRENCY": str(concurrency)}
+    argv = [sys.executable, "-m", "notifier.worker", role]
+    return ManagedProcess(f"worker-{role}", argv, env, log_dir)
+
+
+def scheduler(env: dict[str, str], log_dir: Path, name: str = "scheduler") -> ManagedProcess:
+    argv = [sys.executable, "manage.py", "run_scheduler", "--interval", "0.5"]
+    return ManagedProcess(name, argv, env, log_dir)
+
+
+def _priority_index(role: str) -> int:
+    return {"critical": 0, "high": 1, "normal": 2, "low": 3}[role]
