@@ -85,6 +85,8 @@ class FakeHTTPServer:
 
     Subclasses override :meth:`route`, :meth:`authorize`, :meth:`server_error` and
     :meth:`rate_limited`. Use as ``with FakeX() as fake: ... fake.url``.
+    ``record_requests=True`` keeps every request for wire-format assertions (off by
+    default so benchmarks do not grow memory).
     """
 
     provider = "http"
@@ -96,7 +98,11 @@ class FakeHTTPServer:
         faults: FaultPlan | None = None,
         name: str | None = None,
         port: int = 0,
+        record_requests: bool = False,
     ) -> None:
+        self.record_requests = record_requests
+        self._received: list[HttpRequest] = []
+        self._received_lock = threading.Lock()
         self.ledger = ledger if ledger is not None else Ledger()
         self.faults = faults if faults is not None else FaultPlan()
         self.name = name or self.provider
@@ -164,6 +170,11 @@ class FakeHTTPServer:
         if thread is not None:
             thread.join(timeout=2)
 
+    def received(self) -> list[HttpRequest]:
+        """Requests seen so far (only kept when ``record_requests=True``)."""
+        with self._received_lock:
+            return list(self._received)
+
     # -- subclass hooks -------------------------------------------------------------
     def route(self, method: str, path: str) -> Endpoint | None:
         """Endpoint for this method and path, or ``None`` for 404."""
@@ -193,6 +204,9 @@ class FakeHTTPServer:
             _send(handler, HttpReply.json(413, {"message": "Request too large"}))
             handler.close_connection = True
             return
+        if self.record_requests:
+            with self._received_lock:
+                self._received.append(request)
         if self.faults.is_refusing():
             self._drop(handler, Outcome.DROPPED)
             return

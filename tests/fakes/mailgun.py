@@ -29,6 +29,7 @@ from tests.fakes.http_base import (
 from tests.fakes.ledger import Outcome
 
 MESSAGE_ID_VAR = "v:notifier_message_id"
+MESSAGE_ID_HEADER = "h:X-Notifier-Message-Id"  # fallback when no v: variable is sent
 MAX_RECIPIENTS = 1000
 DEFAULT_API_KEY = "test-mailgun-key"  # placeholder, not a secret
 _ROUTE = re.compile(r"^/v3/(?P<domain>[^/]+)/messages$")
@@ -84,7 +85,7 @@ class FakeMailgun(FakeHTTPServer):
         problem = _validate(form)
         if problem:
             return _bad(problem)
-        recipients = [addr for _, addr in getaddresses(form["to"]) if addr]
+        recipients = _recipients(form)
         if len(recipients) > MAX_RECIPIENTS:
             return _bad(f"Too many recipients: maximum is {MAX_RECIPIENTS}")
         try:
@@ -96,7 +97,7 @@ class FakeMailgun(FakeHTTPServer):
             return Result(HttpReply.json(400, {"message": f"'to' parameter is not a valid "
                                                f"address: {rejected[0]}"}), [], Outcome.REJECTED)
         mg_id = f"<{time.strftime('%Y%m%d%H%M%S')}.{uuid.uuid4().hex[:16]}@{domain}>"
-        raw_mid = (form.get(MESSAGE_ID_VAR) or [None])[0]
+        raw_mid = (form.get(MESSAGE_ID_VAR) or form.get(MESSAGE_ID_HEADER) or [None])[0]
         accepted = [Accepted(resolve_variable(raw_mid, variables.get(r)), r, mg_id)
                     for r in recipients]
         return Result(HttpReply.json(200, {"id": mg_id, "message": "Queued. Thank you."}),
@@ -105,6 +106,12 @@ class FakeMailgun(FakeHTTPServer):
 
 def _bad(message: str) -> Result:
     return Result(HttpReply.json(400, {"message": message}), [], Outcome.BAD_REQUEST)
+
+
+def _recipients(form: Form) -> list[str]:
+    """Addresses from every ``to``/``cc``/``bcc`` value (repeated or comma-separated)."""
+    values = [v for key in ("to", "cc", "bcc") for v in form.get(key, [])]
+    return [addr for _, addr in getaddresses(values) if addr]
 
 
 def _validate(form: Form) -> str | None:

@@ -62,7 +62,10 @@ class RefusalSupervisor:
                 self._close()
                 self._closed = True
             elif not refusing and self._closed:
-                self._open()
+                try:
+                    self._open()
+                except OSError:
+                    return  # port briefly unavailable: the poller retries shortly
                 self._closed = False
 
     def _poll(self) -> None:

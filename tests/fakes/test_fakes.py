@@ -260,6 +260,25 @@ def test_sendgrid_refuse_then_reopen_on_same_port(sendgrid: FakeSendGrid) -> Non
     assert sg_post(sendgrid, sg_body("m1")).status_code == 202
 
 
+def test_refuse_drops_kept_alive_connections(sendgrid: FakeSendGrid) -> None:
+    with requests.Session() as session:
+        session.headers.update(SG_AUTH)
+        url = f"{sendgrid.url}/v3/mail/send"
+        assert session.post(url, json=sg_body("m1"), timeout=TIMEOUT).status_code == 202
+        sendgrid.faults.refuse()
+        with pytest.raises(requests.ConnectionError):
+            session.post(url, json=sg_body("m2"), timeout=TIMEOUT)
+    assert sendgrid.ledger.count() == 1
+
+
+def test_record_requests_keeps_wire_payloads() -> None:
+    with FakeSendGrid(record_requests=True) as fake:
+        sg_post(fake, sg_body("m1"))
+        [request] = fake.received()
+    assert request.path == "/v3/mail/send"
+    assert request.json()["personalizations"][0]["substitutions"] == {"-n-": "x"}
+
+
 def test_windowed_refuse_ends_by_itself(sendgrid: FakeSendGrid) -> None:
     sendgrid.faults.refuse(for_seconds=0.3)
     assert_refused(sendgrid.port)
@@ -296,6 +315,15 @@ def test_mailgun_batch_with_recipient_variables(mailgun: FakeMailgun) -> None:
     assert body["id"].startswith("<") and body["id"].endswith("@mg.example.com>")
     got = {e.recipient: e.message_id for e in mailgun.ledger.entries()}
     assert got == {"a@example.com": "m1", "b@example.com": "m2"}
+
+
+def test_mailgun_cc_bcc_and_header_id(mailgun: FakeMailgun) -> None:
+    data = {"from": "n@mg.example.com", "to": "a@example.com, b@example.com",
+            "cc": "c@example.com", "bcc": "d@example.com", "text": "T",
+            "h:X-Notifier-Message-Id": "m7"}
+    assert mg_post(mailgun, data).status_code == 200
+    assert {e.recipient for e in mailgun.ledger.by_message_id()["m7"]} == {
+        "a@example.com", "b@example.com", "c@example.com", "d@example.com"}
 
 
 def test_mailgun_multipart(mailgun: FakeMailgun) -> None:
