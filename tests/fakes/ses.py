@@ -13,6 +13,7 @@ import base64
 import binascii
 import re
 import uuid
+from collections.abc import Callable
 from email.parser import BytesHeaderParser
 from email.utils import getaddresses
 from typing import Any
@@ -152,7 +153,7 @@ class FakeSES(FakeHTTPServer):
         return {"Status": "SUCCESS", "MessageId": ses_id}, items
 
 
-def _guard(handler: Any, request: HttpRequest) -> Result:
+def _guard(handler: Callable[[HttpRequest], Result], request: HttpRequest) -> Result:
     try:
         return handler(request)
     except SesError as err:
