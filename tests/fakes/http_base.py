@@ -1,0 +1,306 @@
+"""Threaded HTTP server base for the fake ESPs.
+
+Why: every provider fake needs the same plumbing (ephemeral 127.0.0.1 port,
+keep-alive, fault handling, ledger bookkeeping); subclasses only describe their
+wire format: routes, auth, and error bodies.
+"""
+
+from __future__ import annotations
+
+import json
+import socketserver
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from email.message import Message
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, Self
+from urllib.parse import parse_qs, urlsplit
+
+from tests.fakes.faults import Fault, FaultPlan, Mode
+from tests.fakes.ledger import Ledger, Outcome
+from tests.fakes.supervisor import RefusalSupervisor
+
+HOST = "127.0.0.1"
+MAX_BODY_BYTES = 40 * 1024 * 1024  # SES v2 raw messages may be up to 40 MB
+IDLE_TIMEOUT_SECONDS = 10.0  # bounds idle keep-alive handler threads
+
+
+@dataclass(frozen=True)
+class HttpRequest:
+    """A fully read request, as seen by provider endpoints."""
+
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: Message
+    body: bytes
+
+    def json(self) -> Any:
+        """Decoded JSON body; raises ``ValueError`` when malformed."""
+        return json.loads(self.body.decode("utf-8"))
+
+
+@dataclass
+class HttpReply:
+    """Status, headers and body to send back."""
+
+    status: int
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def json(
+        cls, status: int, payload: Any, headers: dict[str, str] | None = None
+    ) -> HttpReply:
+        """A reply with a JSON body and ``Content-Type: application/json``."""
+        merged = {"Content-Type": "application/json"} | (headers or {})
+        return cls(status, json.dumps(payload).encode(), merged)
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """One recipient accepted by an endpoint, to be written to the ledger."""
+
+    message_id: str | None
+    recipient: str
+    provider_message_id: str
+
+
+@dataclass
+class Result:
+    """What an endpoint did with a request."""
+
+    reply: HttpReply
+    accepted: list[Accepted] = field(default_factory=list)
+    outcome: str = Outcome.ACCEPTED
+
+
+Endpoint = Callable[[HttpRequest], Result]
+
+
+class FakeHTTPServer:
+    """Base class: lifecycle, fault handling and ledger; subclasses add a wire format.
+
+    Subclasses override :meth:`route`, :meth:`authorize`, :meth:`server_error` and
+    :meth:`rate_limited`. Use as ``with FakeX() as fake: ... fake.url``.
+    ``record_requests=True`` keeps every request for wire-format assertions (off by
+    default so benchmarks do not grow memory).
+    """
+
+    provider = "http"
+
+    def __init__(
+        self,
+        *,
+        ledger: Ledger | None = None,
+        faults: FaultPlan | None = None,
+        name: str | None = None,
+        port: int = 0,
+        record_requests: bool = False,
+    ) -> None:
+        self.record_requests = record_requests
+        self._received: list[HttpRequest] = []
+        self._received_lock = threading.Lock()
+        self.ledger = ledger if ledger is not None else Ledger()
+        self.faults = faults if faults is not None else FaultPlan()
+        self.name = name or self.provider
+        self._port = port
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._supervisor: RefusalSupervisor | None = None
+        self._stopping = threading.Event()
+
+    # -- lifecycle -------------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        """The bound port (stable across refuse/reopen)."""
+        return self._port
+
+    @property
+    def url(self) -> str:
+        """Base URL, e.g. ``http://127.0.0.1:40123``."""
+        return f"http://{HOST}:{self._port}"
+
+    def start(self) -> Self:
+        """Bind and serve in daemon threads; returns ``self``."""
+        if self._supervisor is not None:
+            return self
+        self._stopping.clear()
+        self._open_listener()
+        self._supervisor = RefusalSupervisor(self.faults, self._open_listener,
+                                             self._close_listener)
+        self._supervisor.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and wake any handler sleeping in a latency/hang fault."""
+        if self._supervisor is not None:
+            self._supervisor.stop()
+            self._supervisor = None
+        self._stopping.set()
+        self._close_listener()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def _open_listener(self) -> None:
+        server = _Server((HOST, self._port), self)
+        self._port = server.server_address[1]
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02},
+                                  name=f"fake-{self.name}", daemon=True)
+        thread.start()
+        self._server, self._thread = server, thread
+
+    def _close_listener(self) -> None:
+        server, thread = self._server, self._thread
+        self._server = self._thread = None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if thread is not None:
+            thread.join(timeout=2)
+
+    def received(self) -> list[HttpRequest]:
+        """Requests seen so far (only kept when ``record_requests=True``)."""
+        with self._received_lock:
+            return list(self._received)
+
+    # -- subclass hooks -------------------------------------------------------------
+    def route(self, method: str, path: str) -> Endpoint | None:
+        """Endpoint for this method and path, or ``None`` for 404."""
+        return None
+
+    def authorize(self, request: HttpRequest) -> HttpReply | None:
+        """``None`` if authorised, else the provider's 401/403 reply."""
+        return None
+
+    def server_error(self, status: int) -> HttpReply:
+        """The provider's 5xx body."""
+        return HttpReply.json(status, {"message": "Internal Server Error"})
+
+    def rate_limited(self, retry_after: int) -> HttpReply:
+        """The provider's 429 body (``Retry-After`` is added by the base)."""
+        return HttpReply.json(429, {"message": "Too Many Requests"})
+
+    def not_found(self) -> HttpReply:
+        """Reply for unknown routes."""
+        return HttpReply.json(404, {"message": "Not Found"})
+
+    # -- request pipeline -----------------------------------------------------------
+    def serve(self, handler: _Handler) -> None:
+        """Run one request through faults, auth, the endpoint and the ledger."""
+        request = _read_request(handler)
+        if request is None:
+            _send(handler, HttpReply.json(413, {"message": "Request too large"}))
+            handler.close_connection = True
+            return
+        if self.record_requests:
+            with self._received_lock:
+                self._received.append(request)
+        if self.faults.is_refusing():
+            self._drop(handler, Outcome.DROPPED)
+            return
+        endpoint = self.route(request.method, request.path)
+        if endpoint is None:
+            self._finish(handler, self.not_found(), Outcome.NOT_FOUND)
+            return
+        fault = self.faults.decide()
+        if fault.latency > 0:
+            self._stopping.wait(fault.latency)
+        early = self._fault_reply(fault) or self._auth_reply(request)
+        if early is not None:
+            self._finish(handler, *early)
+            return
+        result = endpoint(request)
+        for item in result.accepted:
+            self.ledger.record(self.name, item.message_id, item.recipient,
+                               item.provider_message_id)
+        if fault.mode is Mode.ACCEPT_THEN_HANG and result.accepted:
+            self._stopping.wait(fault.hang_seconds)
+            self._drop(handler, Outcome.HUNG)
+            return
+        self._finish(handler, result.reply, result.outcome)
+
+    def _fault_reply(self, fault: Fault) -> tuple[HttpReply, str] | None:
+        if fault.mode is Mode.ERROR_5XX:
+            return self.server_error(fault.status), Outcome.SERVER_ERROR
+        if fault.mode is Mode.RATE_LIMIT_429:
+            reply = self.rate_limited(fault.retry_after)
+            reply.headers["Retry-After"] = str(fault.retry_after)
+            return reply, Outcome.RATE_LIMITED
+        return None
+
+    def _auth_reply(self, request: HttpRequest) -> tuple[HttpReply, str] | None:
+        denial = self.authorize(request)
+        return None if denial is None else (denial, Outcome.UNAUTHORIZED)
+
+    def _finish(self, handler: _Handler, reply: HttpReply, outcome: str) -> None:
+        self.ledger.count_request(outcome)
+        _send(handler, reply)
+
+    def _drop(self, handler: _Handler, outcome: str) -> None:
+        # Closing without any status line is what a crashed/hung upstream looks like.
+        self.ledger.count_request(outcome)
+        handler.close_connection = True
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    allow_reuse_address = True
+    request_queue_size = 128  # benchmarks open many concurrent connections
+
+    def __init__(self, address: tuple[str, int], fake: FakeHTTPServer) -> None:
+        self.fake = fake
+        super().__init__(address, _Handler)
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind calls getfqdn(), a DNS lookup we do not want.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as real ESP clients use
+    timeout = IDLE_TIMEOUT_SECONDS
+    server: _Server
+
+    def do_POST(self) -> None:
+        self.server.fake.serve(self)
+
+    do_GET = do_PUT = do_DELETE = do_PATCH = do_POST
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silence per-request logging."""
+
+
+def _read_request(handler: _Handler) -> HttpRequest | None:
+    length = int(handler.headers.get("Content-Length") or 0)
+    if length > MAX_BODY_BYTES:
+        return None
+    body = handler.rfile.read(length) if length > 0 else b""
+    parts = urlsplit(handler.path)
+    return HttpRequest(handler.command, parts.path, parse_qs(parts.query),
+                       handler.headers, body)
+
+
+def _send(handler: _Handler, reply: HttpReply) -> None:
+    try:
+        handler.send_response(reply.status)
+        for key, value in reply.headers.items():
+            handler.send_header(key, value)
+        handler.send_header("Content-Length", str(len(reply.body)))
+        handler.end_headers()
+        handler.wfile.write(reply.body)
+    except OSError:  # client gave up (timeout) before we answered
+        handler.close_connection = True

@@ -1,0 +1,162 @@
+"""Fake Mailgun Messages API (``POST /v3/<domain>/messages``).
+
+Wire format: https://documentation.mailgun.com/docs/mailgun/api-reference/openapi-final/tag/Messages/
+Batch sending / recipient variables:
+https://documentation.mailgun.com/docs/mailgun/user-manual/sending-messages/batch-sending
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import time
+import uuid
+from email.parser import BytesParser
+from email.policy import HTTP
+from email.utils import getaddresses
+from typing import Any
+from urllib.parse import parse_qs
+
+from tests.fakes.http_base import (
+    Accepted,
+    Endpoint,
+    FakeHTTPServer,
+    HttpReply,
+    HttpRequest,
+    Result,
+)
+from tests.fakes.ledger import Outcome
+
+MESSAGE_ID_VAR = "v:notifier_message_id"
+MESSAGE_ID_HEADER = "h:X-Notifier-Message-Id"  # fallback when no v: variable is sent
+MAX_RECIPIENTS = 1000
+DEFAULT_API_KEY = "test-mailgun-key"  # placeholder, not a secret
+_ROUTE = re.compile(r"^/v3/(?P<domain>[^/]+)/messages$")
+_RECIPIENT_REF = re.compile(r"^%recipient\.(?P<key>[^%]+)%$")
+
+Form = dict[str, list[str]]
+
+
+class FakeMailgun(FakeHTTPServer):
+    """Mailgun stand-in: basic auth ``api:<key>``, form or multipart bodies.
+
+    ``api_key=None`` accepts any ``api`` password.
+    """
+
+    provider = "mailgun"
+
+    def __init__(self, *, api_key: str | None = DEFAULT_API_KEY, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.api_key = api_key
+
+    def route(self, method: str, path: str) -> Endpoint | None:
+        """``POST /v3/<domain>/messages`` for any domain."""
+        match = _ROUTE.match(path)
+        if method != "POST" or match is None:
+            return None
+        domain = match["domain"]
+        return lambda request: self._send(domain, request)
+
+    def authorize(self, request: HttpRequest) -> HttpReply | None:
+        """401 ``Forbidden`` (plain text, as Mailgun does) unless ``api:<key>``."""
+        scheme, _, encoded = (request.headers.get("Authorization") or "").partition(" ")
+        try:
+            user, _, key = base64.b64decode(encoded).decode().partition(":")
+        except ValueError:
+            user, key = "", ""
+        if scheme == "Basic" and user == "api" and (self.api_key is None or key == self.api_key):
+            return None
+        return HttpReply(401, b"Forbidden", {"Content-Type": "text/plain"})
+
+    def server_error(self, status: int) -> HttpReply:
+        """5xx with Mailgun's ``{"message": ...}`` body."""
+        return HttpReply.json(status, {"message": "Internal Server Error"})
+
+    def rate_limited(self, retry_after: int) -> HttpReply:
+        """429 with Mailgun's ``{"message": ...}`` body."""
+        return HttpReply.json(429, {"message": "Too many requests"})
+
+    def _send(self, domain: str, request: HttpRequest) -> Result:
+        try:
+            form = parse_form(request)
+        except ValueError as exc:
+            return _bad(str(exc))
+        problem = _validate(form)
+        if problem:
+            return _bad(problem)
+        recipients = _recipients(form)
+        if len(recipients) > MAX_RECIPIENTS:
+            return _bad(f"Too many recipients: maximum is {MAX_RECIPIENTS}")
+        try:
+            variables = json.loads((form.get("recipient-variables") or ["{}"])[0])
+        except ValueError:
+            return _bad("recipient-variables parameter is not a valid JSON")
+        rejected = self.faults.rejected_among(recipients)
+        if rejected:
+            return Result(HttpReply.json(400, {"message": f"'to' parameter is not a valid "
+                                               f"address: {rejected[0]}"}), [], Outcome.REJECTED)
+        mg_id = f"<{time.strftime('%Y%m%d%H%M%S')}.{uuid.uuid4().hex[:16]}@{domain}>"
+        raw_mid = (form.get(MESSAGE_ID_VAR) or form.get(MESSAGE_ID_HEADER) or [None])[0]
+        accepted = [Accepted(resolve_variable(raw_mid, variables.get(r)), r, mg_id)
+                    for r in recipients]
+        return Result(HttpReply.json(200, {"id": mg_id, "message": "Queued. Thank you."}),
+                      accepted)
+
+
+def _bad(message: str) -> Result:
+    return Result(HttpReply.json(400, {"message": message}), [], Outcome.BAD_REQUEST)
+
+
+def _recipients(form: Form) -> list[str]:
+    """Addresses from every ``to``/``cc``/``bcc`` value (repeated or comma-separated)."""
+    values = [v for key in ("to", "cc", "bcc") for v in form.get(key, [])]
+    return [addr for _, addr in getaddresses(values) if addr]
+
+
+def _validate(form: Form) -> str | None:
+    for name in ("from", "to"):
+        if not form.get(name):
+            return f"{name} parameter is missing"
+    if not (form.get("text") or form.get("html") or form.get("template")):
+        return "Need at least one of 'text', 'html' or 'template' parameters specified"
+    return None
+
+
+def resolve_variable(value: str | None, recipient_vars: Any) -> str | None:
+    """Expand a whole-value ``%recipient.<key>%`` reference for one recipient."""
+    if value is None:
+        return None
+    match = _RECIPIENT_REF.match(value)
+    if match is None:
+        return value
+    if isinstance(recipient_vars, dict) and match["key"] in recipient_vars:
+        return str(recipient_vars[match["key"]])
+    return ""  # Mailgun substitutes an empty string for unknown keys
+
+
+def parse_form(request: HttpRequest) -> Form:
+    """Decode ``application/x-www-form-urlencoded`` or ``multipart/form-data``."""
+    ctype = request.headers.get("Content-Type") or ""
+    if ctype.startswith("multipart/form-data"):
+        return _parse_multipart(ctype, request.body)
+    if ctype.startswith("application/x-www-form-urlencoded") or not ctype:
+        return parse_qs(request.body.decode("utf-8"), keep_blank_values=True)
+    raise ValueError(f"Unsupported Content-Type: {ctype}")
+
+
+def _parse_multipart(ctype: str, body: bytes) -> Form:
+    # email's MIME parser handles multipart/form-data framing; attachments are kept
+    # as raw text only when they decode, since the fake never delivers them.
+    message = BytesParser(policy=HTTP).parsebytes(
+        b"Content-Type: " + ctype.encode("latin-1") + b"\r\n\r\n" + body)
+    if not message.is_multipart():
+        raise ValueError("Malformed multipart body")
+    form: Form = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        if not name or part.get_filename():
+            continue
+        payload = part.get_payload(decode=True) or b""
+        form.setdefault(str(name), []).append(payload.decode("utf-8", "replace"))
+    return form

@@ -1,0 +1,190 @@
+"""Fake SendGrid v3 Mail Send API (``POST /v3/mail/send``).
+
+Wire format: https://www.twilio.com/docs/sendgrid/api-reference/mail-send/mail-send
+Errors:      https://www.twilio.com/docs/sendgrid/api-reference/mail-send/errors
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from tests.fakes.http_base import (
+    Accepted,
+    Endpoint,
+    FakeHTTPServer,
+    HttpReply,
+    HttpRequest,
+    Result,
+)
+from tests.fakes.ledger import Outcome
+
+MESSAGE_ID_ARG = "notifier_message_id"
+MAX_PERSONALIZATIONS = 1000  # also the cap on to+cc+bcc recipients per request
+DEFAULT_API_KEY = "test-sendgrid-key"  # placeholder, not a secret
+
+# Error texts as listed on the SendGrid errors page (linked above).
+MSG_SUBJECT = (
+    "The subject is required. You can get around this requirement if you use a template "
+    "with a subject defined or if every single personalization has a subject defined."
+)
+MSG_NO_PERSONALIZATION = "You must have at least one personalization."
+MSG_TOO_MANY_PERSONALIZATIONS = (
+    "The personalization block is limited to 1000 personalizations per API request. "
+    "You have provided {n} personalizations."
+)
+MSG_TO_REQUIRED = (
+    "The to parameter is required for all personalization objects, and must have at "
+    "least one email object with a valid email address."
+)
+MSG_TOO_MANY_RECIPIENTS = "There is a limit of 1000 total recipients (to + cc + bcc) per request."
+MSG_CONTENT_REQUIRED = (
+    "Unless a valid template_id is provided, the content parameter is required. "
+    "There must be at least one defined content block."
+)
+MSG_CONTENT_VALUE = "The content value must be a string at least one character in length."
+
+
+def sendgrid_errors(*errors: tuple[str, str | None]) -> dict[str, Any]:
+    """SendGrid's error body: ``{"errors": [{"message", "field", "help"}]}``."""
+    return {"errors": [{"message": m, "field": f, "help": None} for m, f in errors]}
+
+
+class FakeSendGrid(FakeHTTPServer):
+    """SendGrid v3 stand-in: Bearer auth, 202 + ``X-Message-Id`` on success.
+
+    ``api_key=None`` accepts any Bearer token.
+    """
+
+    provider = "sendgrid"
+
+    def __init__(self, *, api_key: str | None = DEFAULT_API_KEY, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.api_key = api_key
+
+    def route(self, method: str, path: str) -> Endpoint | None:
+        """Only ``POST /v3/mail/send``."""
+        return self._send if (method, path) == ("POST", "/v3/mail/send") else None
+
+    def authorize(self, request: HttpRequest) -> HttpReply | None:
+        """401 unless ``Authorization: Bearer <api_key>``."""
+        scheme, _, token = (request.headers.get("Authorization") or "").partition(" ")
+        if scheme == "Bearer" and token and (self.api_key is None or token == self.api_key):
+            return None
+        # Real body for a bad key, see the errors page above.
+        return HttpReply.json(401, sendgrid_errors(
+            ("The provided authorization grant is invalid, expired, or revoked", None)))
+
+    def server_error(self, status: int) -> HttpReply:
+        """5xx with SendGrid's error shape."""
+        return HttpReply.json(status, sendgrid_errors(("Internal server error", None)))
+
+    def rate_limited(self, retry_after: int) -> HttpReply:
+        """429 as SendGrid sends it (``X-RateLimit-*`` headers, errors body)."""
+        return HttpReply.json(429, sendgrid_errors(("too many requests", None)),
+                              {"X-RateLimit-Limit": "600", "X-RateLimit-Remaining": "0"})
+
+    def _send(self, request: HttpRequest) -> Result:
+        try:
+            body = request.json()
+        except ValueError:
+            return _bad_request([("Bad Request", None)])
+        errors = validate_mail_send(body)
+        if errors:
+            return _bad_request(errors)
+        rejected = self._rejections(body["personalizations"])
+        if rejected:
+            return Result(HttpReply.json(400, sendgrid_errors(*rejected)), [], Outcome.REJECTED)
+        x_message_id = uuid.uuid4().hex[:22]
+        accepted = [Accepted(mid, addr, x_message_id) for mid, addr in _recipients(body)]
+        return Result(HttpReply(202, b"", {"X-Message-Id": x_message_id}), accepted)
+
+    def _rejections(self, personalizations: list[dict[str, Any]]) -> list[tuple[str, str]]:
+        found = []
+        for i, pers in enumerate(personalizations):
+            for j, to in enumerate(pers["to"]):
+                if self.faults.is_rejected(to["email"]):
+                    found.append(("Does not contain a valid address.",
+                                  f"personalizations.{i}.to.{j}.email"))
+        return found
+
+
+def _bad_request(errors: list[tuple[str, str | None]]) -> Result:
+    return Result(HttpReply.json(400, sendgrid_errors(*errors)), [], Outcome.BAD_REQUEST)
+
+
+def _recipients(body: dict[str, Any]) -> list[tuple[str | None, str]]:
+    """(our message id, address) per recipient; personalization args override top level."""
+    top = (body.get("custom_args") or {}).get(MESSAGE_ID_ARG)
+    pairs = []
+    for pers in body["personalizations"]:
+        mid = (pers.get("custom_args") or {}).get(MESSAGE_ID_ARG, top)
+        for kind in ("to", "cc", "bcc"):
+            pairs.extend((mid, r["email"]) for r in pers.get(kind) or [])
+    return pairs
+
+
+def validate_mail_send(body: Any) -> list[tuple[str, str | None]]:
+    """Shape checks SendGrid performs before accepting; returns (message, field) pairs."""
+    if not isinstance(body, dict):
+        return [("Bad Request", None)]
+    errors = _check_personalizations(body.get("personalizations"))
+    errors += _check_email(body.get("from"), "from")
+    errors += _check_custom_args(body.get("custom_args"), "custom_args")
+    templated = bool(body.get("template_id"))
+    pers = body.get("personalizations") if isinstance(body.get("personalizations"), list) else []
+    if not templated and not body.get("subject") and not all(
+        isinstance(p, dict) and p.get("subject") for p in pers
+    ):
+        errors.append((MSG_SUBJECT, "subject"))
+    if not templated:
+        errors += _check_content(body.get("content"))
+    return errors
+
+
+def _check_personalizations(pers: Any) -> list[tuple[str, str | None]]:
+    if not isinstance(pers, list) or not pers:
+        return [(MSG_NO_PERSONALIZATION, "personalizations")]
+    if len(pers) > MAX_PERSONALIZATIONS:
+        return [(MSG_TOO_MANY_PERSONALIZATIONS.format(n=len(pers)), "personalizations")]
+    errors: list[tuple[str, str | None]] = []
+    total = 0
+    for i, p in enumerate(pers):
+        if not isinstance(p, dict) or not isinstance(p.get("to"), list) or not p["to"]:
+            errors.append((MSG_TO_REQUIRED, f"personalizations.{i}.to"))
+            continue
+        for kind in ("to", "cc", "bcc"):
+            for j, rcpt in enumerate(p.get(kind) or []):
+                total += 1
+                errors += _check_email(rcpt, f"personalizations.{i}.{kind}.{j}")
+        errors += _check_custom_args(p.get("custom_args"), f"personalizations.{i}.custom_args")
+    if total > MAX_PERSONALIZATIONS:
+        errors.append((MSG_TOO_MANY_RECIPIENTS, "personalizations"))
+    return errors
+
+
+def _check_email(obj: Any, field: str) -> list[tuple[str, str | None]]:
+    email = obj.get("email") if isinstance(obj, dict) else None
+    if not isinstance(email, str) or "@" not in email:
+        return [("Does not contain a valid address.", f"{field}.email")]
+    return []
+
+
+def _check_custom_args(args: Any, field: str) -> list[tuple[str, str | None]]:
+    if args is None:
+        return []
+    # custom_args values must be strings (numbers get a 400): sendgrid-nodejs issue #288.
+    if not isinstance(args, dict) or not all(isinstance(v, str) for v in args.values()):
+        return [("Invalid type. Expected: object of strings.", field)]
+    return []
+
+
+def _check_content(content: Any) -> list[tuple[str, str | None]]:
+    if not isinstance(content, list) or not content:
+        return [(MSG_CONTENT_REQUIRED, "content")]
+    errors: list[tuple[str, str | None]] = []
+    for i, block in enumerate(content):
+        value = block.get("value") if isinstance(block, dict) else None
+        if not isinstance(value, str) or not value or not block.get("type"):
+            errors.append((MSG_CONTENT_VALUE, f"content.{i}.value"))
+    return errors
