@@ -7,6 +7,44 @@ from django.db import models
 from notifier.priorities import Priority
 
 
+class Contact(models.Model):
+    """Someone a campaign can reach. `email` is stored lower-cased so joins are exact."""
+
+    email = models.EmailField(max_length=254, unique=True)
+    name = models.CharField(max_length=200, blank=True, default="")
+    timezone = models.CharField(max_length=64, blank=True, default="")  # IANA name
+    locale = models.CharField(max_length=16, blank=True, default="")
+    attributes = models.JSONField(default=dict, blank=True)
+    subscribed = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return self.email
+
+
+class ContactList(models.Model):
+    """A static audience: the contacts an operator put in it."""
+
+    name = models.CharField(max_length=200, unique=True)
+    contacts = models.ManyToManyField(Contact, related_name="lists", blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Segment(models.Model):
+    """A dynamic audience: a filter on contact fields and attributes, evaluated in SQL."""
+
+    name = models.CharField(max_length=200, unique=True)
+    definition = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class Campaign(models.Model):
     class Status(models.TextChoices):
         DRAFT = "DRAFT"

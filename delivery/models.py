@@ -34,6 +34,9 @@ class EmailMessage(models.Model):
         "campaigns.Campaign", null=True, blank=True, on_delete=models.CASCADE, related_name="messages"
     )
     client = models.ForeignKey("clients.ApiClient", null=True, blank=True, on_delete=models.SET_NULL)
+    contact = models.ForeignKey(
+        "campaigns.Contact", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     recipient = models.EmailField(max_length=254)
     context = models.JSONField(default=dict, blank=True)
     template_version = models.ForeignKey("templates.TemplateVersion", on_delete=models.PROTECT)
@@ -56,6 +59,8 @@ class EmailMessage(models.Model):
     error = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     scheduled_for = models.DateTimeField(null=True, blank=True)
+    # The caller's handle to cancel a delayed send before it leaves (e.g. "cart-42").
+    cancel_key = models.CharField(max_length=200, blank=True, default="", db_index=True)
     sent_at = models.DateTimeField(null=True, blank=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
     opened_at = models.DateTimeField(null=True, blank=True)

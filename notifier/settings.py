@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "campaigns",
     "delivery",
     "scheduling",
+    "feedback",
 ]
 
 MIDDLEWARE = [

@@ -21,6 +21,7 @@ from delivery.models import DeliveryAttempt, EmailMessage
 from delivery.providers import get_provider, provider_order
 from delivery.providers.base import Outcome, OutgoingEmail, SendResult
 from delivery.services import ledger
+from delivery.services.headers import message_headers
 from notifier.priorities import POOLS, Priority
 from templates.rendering import TemplateError, compile_version, render
 
@@ -103,6 +104,7 @@ def _render_all(messages: list[EmailMessage], token: str, report: BatchReport) -
                 subject=rendered.subject,
                 text=rendered.text,
                 html=rendered.html,
+                headers=message_headers(message),
             )
         )
     for error, ids in broken.items():

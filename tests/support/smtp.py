@@ -19,13 +19,13 @@ class RecordingHandler:
     reject_recipients: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    async def handle_RCPT(self, server, session, envelope, address, options):  # noqa: N802
+    async def handle_RCPT(self, server, session, envelope, address, options):
         if address.lower() in self.reject_recipients:
             return "550 5.1.1 No such user"
         envelope.rcpt_tos.append(address)
         return "250 OK"
 
-    async def handle_DATA(self, server, session, envelope):  # noqa: N802
+    async def handle_DATA(self, server, session, envelope):
         if self.hang_seconds:
             await asyncio.sleep(self.hang_seconds)
         with self.lock:
