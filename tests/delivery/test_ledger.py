@@ -73,3 +73,14 @@ def test_orphaned_queued_rows_are_republished_once_per_interval(messages):
     cutoff = timezone.now() + timedelta(seconds=1)
     assert len(ledger.orphaned_messages_claim_requeue(older_than=cutoff)) == 3
     assert ledger.orphaned_messages_claim_requeue(older_than=timezone.now() - timedelta(seconds=60)) == []
+
+
+def test_poison_message_fails_after_its_attempt_limit_instead_of_looping(messages):
+    from delivery.services.sending import message_batch_send
+
+    poison = messages[0]
+    EmailMessage.objects.filter(pk=poison.pk).update(attempts=5)  # P0 allows 5 claims
+    report = message_batch_send(message_ids=[poison.pk], token="task-z")
+    poison.refresh_from_db()
+    assert (poison.status, poison.error) == (Status.FAILED, "gave up: too many attempts")
+    assert report.failed == 1 and report.sent == 0

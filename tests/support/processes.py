@@ -110,3 +110,10 @@ def scheduler(env: dict[str, str], log_dir: Path, name: str = "scheduler") -> Ma
 
 def _priority_index(role: str) -> int:
     return {"critical": 0, "high": 1, "normal": 2, "low": 3}[role]
+
+
+def web_server(env: dict[str, str], log_dir: Path, port: int) -> ManagedProcess:
+    """The API under gunicorn, as production runs it."""
+    argv = [sys.executable, "-m", "gunicorn", "notifier.wsgi", "--bind", f"127.0.0.1:{port}",
+            "--workers", "1", "--threads", "4"]
+    return ManagedProcess(f"web-{port}", argv, env, log_dir)
