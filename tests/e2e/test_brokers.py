@@ -23,10 +23,9 @@ AMQP_URL = "amqp://guest:guest@127.0.0.1:5672//"
 
 
 def _purge_amqp(queue: str) -> None:
-    with Connection(AMQP_URL, connect_timeout=5) as conn:
-        # On a fresh broker the queue does not exist yet: nothing to purge.
-        with contextlib.suppress(Exception):
-            conn.channel().queue_purge(queue)
+    # On a fresh broker the queue does not exist yet: nothing to purge.
+    with Connection(AMQP_URL, connect_timeout=5) as conn, contextlib.suppress(Exception):
+        conn.channel().queue_purge(queue)
 
 
 @pytest.fixture(params=["redis", "amqp"])
