@@ -147,6 +147,22 @@ NOTIFIER_REQUEUE_AFTER_SECONDS = env.int("NOTIFIER_REQUEUE_AFTER_SECONDS", defau
 NOTIFIER_FAULT_PAUSE_AFTER_CLAIM = env.float("NOTIFIER_FAULT_PAUSE_AFTER_CLAIM", default=0.0)
 MAIL_SINK_DIR = VAR_DIR / "mail"
 
+# --- Delivery: ESP providers (delivery/providers/) ----------------------------------------------
+AWS_ACCESS_KEY_ID = env.str("AWS_ACCESS_KEY_ID", default="")
+AWS_SECRET_ACCESS_KEY = env.str("AWS_SECRET_ACCESS_KEY", default="")
+AWS_REGION = env.str("AWS_REGION", default="us-east-1")
+SES_ENDPOINT_URL = env.str("SES_ENDPOINT_URL", default="")  # empty: the real regional endpoint
+SENDGRID_API_KEY = env.str("SENDGRID_API_KEY", default="")
+SENDGRID_API_URL = env.str("SENDGRID_API_URL", default="https://api.sendgrid.com")
+MAILGUN_API_KEY = env.str("MAILGUN_API_KEY", default="")
+MAILGUN_DOMAIN = env.str("MAILGUN_DOMAIN", default="")
+MAILGUN_API_URL = env.str("MAILGUN_API_URL", default="https://api.mailgun.net")
+# Connect timeout: a request that never connected is safe to send elsewhere, so keep it short.
+# Read timeout: a request past it is AMBIGUOUS (held for reconciliation), so keep it generous.
+ESP_CONNECT_TIMEOUT_SECONDS = env.float("ESP_CONNECT_TIMEOUT_SECONDS", default=3.0)
+ESP_READ_TIMEOUT_SECONDS = env.float("ESP_READ_TIMEOUT_SECONDS", default=15.0)
+ESP_POOL_SIZE = env.int("ESP_POOL_SIZE", default=16)
+
 # --- API ---------------------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["clients.authentication.ApiKeyAuthentication"],
