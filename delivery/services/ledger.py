@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import Case, CharField, Value, When
+from django.db.models import Case, CharField, F, Value, When
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from delivery.models import EmailMessage
@@ -96,6 +97,20 @@ def messages_release(*, message_ids: Sequence[int], token: str, error: str = "")
         return 0
     return _owned(message_ids, token).update(
         status=Status.QUEUED, claim_token="", claimed_at=None, send_started_at=None, error=error[:2000]
+    )
+
+
+def messages_defer(*, message_ids: Sequence[int], token: str, reason: str) -> int:
+    """SENDING -> QUEUED without using up an attempt (throttled, or every breaker open).
+
+    The claim counted an attempt; a message that was never offered to an ESP gives it back, so
+    a long throttle cannot exhaust a message's attempts and dead-letter it.
+    """
+    if not message_ids:
+        return 0
+    return _owned(message_ids, token).update(
+        status=Status.QUEUED, claim_token="", claimed_at=None, send_started_at=None,
+        attempts=Greatest(F("attempts") - 1, Value(0)), error=f"deferred: {reason}"[:2000],
     )
 
 
