@@ -76,3 +76,21 @@ def test_fails_open_when_redis_is_unreachable(monkeypatch):
     monkeypatch.setattr(cb, "script", lambda name: dead.register_script("return 1"))
     cb.breaker_record_failure(provider="ses")
     assert cb.breaker_allow(provider="ses") is Decision.ALLOW
+
+
+@pytest.mark.django_db
+def test_providers_api_shows_breaker_state(api):
+    for _ in range(3):
+        cb.breaker_record_failure(provider="ses")
+    response = api.get("/api/v1/providers")
+    assert response.status_code == 200
+    body = response.json()["providers"]
+    assert [p["provider"] for p in body] == ["ses", "sendgrid"]
+    assert body[0]["state"] == "open" and 0 < body[0]["open_for_seconds"] <= 0.3
+    assert body[0]["transitions"][0].endswith("closed -> open (3 failures in 5000 ms)")
+    assert body[1]["state"] == "closed"
+
+
+@pytest.mark.django_db
+def test_providers_api_needs_a_key(client):
+    assert client.get("/api/v1/providers").status_code in (401, 403)
