@@ -84,15 +84,14 @@ def main() -> None:
             NOTIFIER_WORKER_P0_CONCURRENCY="4", NOTIFIER_BREAKER_COOLDOWN_SECONDS="1",
             NOTIFIER_REDIS_PREFIX=settings.REDIS_KEY_PREFIX,
         )
-        log_dir = settings.VAR_DIR
         worker = ManagedProcess("bench-worker", [sys.executable, "-m", "notifier.worker", "critical"],
-                                env, log_dir).start()
-        worker.wait_for_log("ready.", timeout=60)
+                                env, settings.VAR_DIR).start()
         stop, ids = threading.Event(), []
-        producer = threading.Thread(target=_produce, args=(stop, version, ids), daemon=True)
-        producer.start()
-        delays = []
+        delays: list[float] = []
         try:
+            worker.wait_for_log("ready.", timeout=60)
+            producer = threading.Thread(target=_produce, args=(stop, version, ids), daemon=True)
+            producer.start()
             for trial in range(args.trials):
                 time.sleep(1.0)
                 down_at = time.time()
@@ -102,10 +101,11 @@ def main() -> None:
                 print(f"trial {trial} {'refuse' if trial % 2 else '503'} {delays[-1]:.3f}s", flush=True)
                 primary.faults.ok()
                 _first_after(primary, time.time(), timeout=20)
-        finally:
             stop.set()
             producer.join(timeout=5)
             _settle(ids, timeout=60)
+        finally:
+            stop.set()
             worker.stop()
         seen: dict[str, int] = {}
         for fake in (primary, secondary):

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from django.db import connection
+from django.utils import timezone
 
 from campaigns.models import Suppression
 from delivery.models import DeliveryAttempt, EmailMessage
@@ -220,14 +222,22 @@ def _release_for_retry(pending: list[OutgoingEmail], token: str, report: BatchRe
 
 
 def _record_attempts(name: str, results: list[SendResult]) -> None:
-    DeliveryAttempt.objects.bulk_create(
-        DeliveryAttempt(
-            message_id=r.message_id,
-            provider=name,
-            outcome=r.outcome.value,
-            response_code=r.response_code,
-            error=r.error[:2000],
-            duration_ms=r.duration_ms,
-        )
-        for r in results
+    """One attempt row per message, in one multi-row INSERT.
+
+    The ORM's bulk_create spent ~0.14 s per 500 rows building instances
+    (bench/pipeline_throughput.py profile); a plain VALUES list does the same write.
+    """
+    if not results:
+        return
+    table = DeliveryAttempt._meta.db_table
+    now = timezone.now()
+    rows = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(results))
+    params: list[object] = []
+    for r in results:
+        params += [r.message_id, name, r.outcome.value, r.response_code, r.error[:2000], r.duration_ms, now]
+    sql = (
+        f"INSERT INTO {table} (message_id, provider, outcome, response_code, error, duration_ms, "
+        f"created_at) VALUES {rows}"
     )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
