@@ -108,3 +108,29 @@ def test_transient_failures_dead_letter_after_the_priority_limit(settings, esps,
     assert len(dead.attempts) == 8 and "500" in dead.final_error
     assert dead.payload["recipient"] == message.recipient
     assert EmailMessage.objects.get(id=message.id).status == Status.FAILED
+
+
+def test_redelivered_batch_is_split_so_a_poison_message_cannot_sink_its_batch(settings, esps, messages):
+    settings.NOTIFIER_PROVIDERS = ["sendgrid"]
+    ids = _ids(messages[:4])
+    from delivery.services import ledger
+    ledger.messages_claim(message_ids=ids, token="task-1")  # then the worker process died
+    report = message_batch_send(message_ids=ids, token="task-1")  # the broker redelivers it
+    assert sorted(report.split_ids) == sorted(ids)
+    rows = EmailMessage.objects.filter(id__in=ids)
+    assert {(m.status, m.attempts) for m in rows} == {(Status.QUEUED, 1)}
+    assert esps["sendgrid"].ledger.requests() == 0
+    for message_id in report.split_ids:
+        assert _send([message_id]).sent == 1
+    assert ledger_counts(esps, ids) == ([], {}, {})
+
+
+def test_every_breaker_open_defers_without_calling_anyone(settings, esps, messages):
+    from delivery.services.circuit_breaker import breaker_record_failure
+    settings.NOTIFIER_PROVIDERS = ["sendgrid", "mailgun"]
+    for name in ("sendgrid", "mailgun"):
+        breaker_record_failure(provider=name, retry_after=30)
+    report = _send(_ids(messages[:3]))
+    assert sorted(report.deferred_ids) == sorted(_ids(messages[:3]))
+    assert esps["sendgrid"].ledger.requests() == esps["mailgun"].ledger.requests() == 0
+    assert {m.attempts for m in EmailMessage.objects.filter(id__in=_ids(messages[:3]))} == {0}
