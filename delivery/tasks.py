@@ -25,9 +25,13 @@ def retry_delay(attempt: int, retry_after: float | None = None) -> float:
     return min(cap, max(backoff, retry_after or 0))
 
 
-def defer_delay(wait: float | None) -> float:
-    """A throttled message comes back when a token or the breaker's probe is due, plus jitter."""
-    base = wait if wait else settings.NOTIFIER_DEFER_SECONDS
+def defer_delay(wait: float | None, priority: int = 0) -> float:
+    """A throttled message comes back when a token or the breaker's probe is due, plus jitter.
+
+    Lower priorities come back later (x1 for P0 up to x2.5 for P3), so when a throttle or an
+    outage ends, P0 recovers first instead of racing a wave of bulk batches.
+    """
+    base = (wait if wait else settings.NOTIFIER_DEFER_SECONDS) * (1 + 0.5 * priority)
     return min(settings.NOTIFIER_RETRY_CAP_SECONDS, base + random.uniform(0, base * 0.2))
 
 
@@ -38,7 +42,7 @@ def _follow_up(report: BatchReport, priority: int, attempt: int) -> None:
                          attempt=attempt + 1)
     if report.deferred_ids:
         messages_enqueue(message_ids=report.deferred_ids, priority=priority,
-                         countdown=defer_delay(report.defer_seconds), attempt=attempt)
+                         countdown=defer_delay(report.defer_seconds, priority), attempt=attempt)
     for message_id in report.split_ids:
         messages_enqueue(message_ids=[message_id], priority=priority, attempt=attempt)
 

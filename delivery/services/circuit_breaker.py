@@ -70,10 +70,18 @@ def _run(provider: str, op: str, hold_seconds: float = 0.0) -> list[str] | None:
     return result
 
 
-def breaker_allow(*, provider: str) -> Decision:
-    """May this worker call `provider` now? DENY means skip it (it is open or being probed)."""
+def breaker_check(*, provider: str) -> tuple[Decision, float]:
+    """May this worker call `provider` now? DENY means skip it (it is open or being probed);
+    the float is then how many seconds until asking again makes sense."""
     result = _run(provider, "allow")
-    return Decision.ALLOW if result is None else Decision(result[0])
+    if result is None:
+        return Decision.ALLOW, 0.0
+    wait = int(result[2]) / 1000 if len(result) > 2 else 0.0
+    return Decision(result[0]), wait
+
+
+def breaker_allow(*, provider: str) -> Decision:
+    return breaker_check(provider=provider)[0]
 
 
 def breaker_record_success(*, provider: str) -> None:

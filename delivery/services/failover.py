@@ -21,7 +21,7 @@ from delivery.providers import get_provider, provider_order
 from delivery.providers.base import Outcome, OutgoingEmail, SendResult
 from delivery.services.circuit_breaker import (
     Decision,
-    breaker_allow,
+    breaker_check,
     breaker_record_failure,
     breaker_record_success,
 )
@@ -50,11 +50,14 @@ def emails_send_with_failover(
     outcome = FailoverOutcome()
     pending = list(emails)
     counted: set[int] = set()
+    skipped_waits: list[float] = []
     for name in provider_order():
         if not pending:
             break
-        if breaker_allow(provider=name) is Decision.DENY:
+        decision, breaker_wait = breaker_check(provider=name)
+        if decision is Decision.DENY:
             outcome.skipped.append(name)
+            skipped_waits.append(breaker_wait)
             continue
         admitted, wait = admit(name, pending)
         if len(admitted) < len(pending):
@@ -73,6 +76,8 @@ def emails_send_with_failover(
         pending = _transient(admitted, results, counted, outcome)
     outcome.failed = [e for e in pending if e.message_id in counted]
     outcome.deferred += [e for e in pending if e.message_id not in counted]
+    if pending and skipped_waits and len(skipped_waits) == len(provider_order()):
+        _note_wait(outcome, min(skipped_waits))  # every breaker open: back when the first probes
     return outcome
 
 

@@ -4,7 +4,8 @@
 -- KEYS[2] events list  notifier:breaker:<provider>:events "<ms> <from> -> <to> (<reason>)"
 -- ARGV: op (allow|success|failure), now_ms, threshold, window_ms, cooldown_ms, probe_ms,
 --       hold_ms (failure only: a Retry-After; opens at once for that long)
--- Returns {decision_or_state, transition} where transition is "" or "<from> -> <to>".
+-- Returns {decision_or_state, transition, wait_ms} where transition is "" or "<from> -> <to>"
+-- and wait_ms (deny only) is how long until this worker may ask again.
 local key, events = KEYS[1], KEYS[2]
 local op, now = ARGV[1], tonumber(ARGV[2])
 local threshold, window, cooldown, probe = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -27,11 +28,13 @@ end
 
 if op == 'allow' then
   if state == 'closed' then return {'allow', ''} end
-  if state == 'open' and now < tonumber(redis.call('HGET', key, 'until') or '0') then
-    return {'deny', ''}
+  local open_until = tonumber(redis.call('HGET', key, 'until') or '0')
+  if state == 'open' and now < open_until then
+    return {'deny', '', open_until - now}
   end
   -- Cooldown over: half-open, and only one worker at a time may probe.
-  if now < tonumber(redis.call('HGET', key, 'probe_until') or '0') then return {'deny', ''} end
+  local probe_until = tonumber(redis.call('HGET', key, 'probe_until') or '0')
+  if now < probe_until then return {'deny', '', math.min(probe_until - now, 1000)} end
   redis.call('HSET', key, 'probe_until', now + probe)
   return {'probe', move('half_open', 'cooldown over')}
 elseif op == 'success' then
