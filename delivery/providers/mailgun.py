@@ -9,7 +9,11 @@ recipient-variables every recipient would see all the others in To, so they are 
 Our id travels as the custom variable `v:notifier_message_id`, set per recipient through
 `%recipient.notifier_message_id%`; Mailgun returns `v:` variables in every event's
 `user-variables`, which is where the webhook normaliser reads it. When the rendered subject or
-bodies differ between recipients they travel the same way (`%recipient.subject%`, ...).
+bodies differ between recipients they travel the same way (`%recipient.subject%`, ...), and so do
+per-recipient headers (`h:List-Unsubscribe=%recipient.h_0%`): recipient values are substituted
+"virtually anywhere in the message (including header fields and other parameters)", which is
+also how django-anymail maps merge_metadata and merge_headers for Mailgun. Every recipient gets
+every key (a missing one would be substituted with an empty string).
 
 A 400 rejects the whole request (e.g. one invalid `to`); nothing was queued, so the request is
 split in halves and sent again until the bad recipients stand alone (about 2 log2(n) calls for

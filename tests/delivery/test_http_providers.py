@@ -189,13 +189,15 @@ def test_mailgun_5xx_transient_and_hang_ambiguous(mailgun):
 
 # -- SES ---------------------------------------------------------------------------------------
 def test_ses_personalised_messages_use_send_email_with_tag(ses):
-    emails = _emails(3)
+    emails = _emails(30)
     results = _ses(ses).send_batch(emails)
     assert {r.outcome for r in results} == {Outcome.ACCEPTED}
+    assert [r.message_id for r in results] == [e.message_id for e in emails]  # order kept
     paths = {r.path for r in ses.received()}
     assert paths == {"/v2/email/outbound-emails"}
     _assert_exactly_once(ses.ledger, emails)
-    body = ses.received()[0].json()
+    body = next(r.json() for r in ses.received() if r.json()["Destination"]["ToAddresses"] == [
+        "user0@example.com"])
     assert body["EmailTags"] == [{"Name": "notifier_message_id", "Value": "1"}]
     assert body["Content"]["Simple"]["Headers"][0]["Name"] == "List-Unsubscribe"
 
