@@ -145,6 +145,8 @@ NOTIFIER_AMBIGUOUS_AFTER_SECONDS = env.int("NOTIFIER_AMBIGUOUS_AFTER_SECONDS", d
 NOTIFIER_REQUEUE_AFTER_SECONDS = env.int("NOTIFIER_REQUEUE_AFTER_SECONDS", default=120)
 # Fault injection for the crash tests only: hold a claimed batch this long before rendering.
 NOTIFIER_FAULT_PAUSE_AFTER_CLAIM = env.float("NOTIFIER_FAULT_PAUSE_AFTER_CLAIM", default=0.0)
+# Fault injection for the poison test only: the worker process dies rendering this recipient.
+NOTIFIER_FAULT_CRASH_RECIPIENT = env.str("NOTIFIER_FAULT_CRASH_RECIPIENT", default="")
 MAIL_SINK_DIR = VAR_DIR / "mail"
 
 # --- Delivery: ESP providers (delivery/providers/) ----------------------------------------------

@@ -9,6 +9,7 @@ can safely send again; a crash after it leaves rows that become AMBIGUOUS, never
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -121,7 +122,10 @@ def _drop_suppressed(messages: list[EmailMessage], token: str, report: BatchRepo
 
 def _render_all(messages: list[EmailMessage], token: str, report: BatchReport) -> list[OutgoingEmail]:
     emails, broken = [], defaultdict(list)
+    crash = settings.NOTIFIER_FAULT_CRASH_RECIPIENT
     for message in messages:
+        if crash and message.recipient == crash:
+            os._exit(70)  # fault injection (tests only): a poison message that kills its process
         version = message.template_version
         compiled = compile_version(version.id, version.subject, version.html_body, version.text_body)
         try:

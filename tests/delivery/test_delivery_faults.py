@@ -231,3 +231,17 @@ def test_breaker_opens_skips_probes_and_closes_as_the_ledger_shows(esps, spawn, 
     last_sendgrid = max(e.accepted_at for e in esps["sendgrid"].ledger.entries())
     last_mailgun = max(e.accepted_at for e in esps["mailgun"].ledger.entries())
     assert last_sendgrid > last_mailgun
+
+
+def test_poison_that_kills_its_process_is_dead_lettered_batch_mates_sent_once(esps, spawn, tmp_path):
+    ids = _messages(60, priority=2)
+    [poison_id] = _messages(1, priority=2, prefix="crash")
+    EmailMessage.objects.filter(id=poison_id).update(recipient="crash@x.example")
+    env = _env(esps, "sendgrid", NOTIFIER_FAULT_CRASH_RECIPIENT="crash@x.example")
+    _workers(spawn, tmp_path, env, "normal", concurrency=2)
+    messages_enqueue(message_ids=[*ids[:30], poison_id, *ids[30:]], priority=2)  # one batch
+    assert _wait(lambda: _settled([poison_id, *ids]), 150), _statuses([poison_id, *ids])
+    assert _statuses(ids) == {Status.SENT: 60}
+    assert DeadLetter.objects.filter(message_id=poison_id).exists()
+    assert EmailMessage.objects.get(id=poison_id).attempts == 9  # P2 allows 8
+    assert ledger_counts(esps, ids) == ([], {}, {})
