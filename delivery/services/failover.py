@@ -14,6 +14,7 @@ the message's attempts, so a long throttle never dead-letters anything.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -27,6 +28,7 @@ from delivery.services.circuit_breaker import (
 )
 from delivery.services.rate_limits import provider_throttled
 
+logger = logging.getLogger(__name__)
 ResultsHook = Callable[[str, list[SendResult]], None]
 Admission = Callable[[str, list[OutgoingEmail]], tuple[list[OutgoingEmail], float]]
 THROTTLED_CODE = "429"
@@ -68,7 +70,7 @@ def emails_send_with_failover(
         if not admitted:
             pending = []
             break
-        results = get_provider(name).send_batch(admitted)
+        results = _call(name, admitted)
         _feed_breaker(name, results)
         on_results(name, results)
         if any(r.response_code == THROTTLED_CODE for r in results):
@@ -79,6 +81,20 @@ def emails_send_with_failover(
     if pending and skipped_waits and len(skipped_waits) == len(provider_order()):
         _note_wait(outcome, min(skipped_waits))  # every breaker open: back when the first probes
     return outcome
+
+
+def _call(name: str, emails: list[OutgoingEmail]) -> list[SendResult]:
+    """The provider call; a bug inside an adapter must not leave the rows SENDING for minutes.
+
+    Whatever it raised, the request may have left, so every email is AMBIGUOUS (held, never sent
+    elsewhere) and the breaker counts a failure.
+    """
+    try:
+        return get_provider(name).send_batch(emails)
+    except Exception as exc:
+        logger.exception("provider %s raised; holding %d messages as ambiguous", name, len(emails))
+        error = f"provider raised {type(exc).__name__}: {exc}"[:500]
+        return [SendResult(e.message_id, Outcome.AMBIGUOUS, error=error) for e in emails]
 
 
 def _transient(

@@ -134,3 +134,18 @@ def test_every_breaker_open_defers_without_calling_anyone(settings, esps, messag
     assert sorted(report.deferred_ids) == sorted(_ids(messages[:3]))
     assert esps["sendgrid"].ledger.requests() == esps["mailgun"].ledger.requests() == 0
     assert {m.attempts for m in EmailMessage.objects.filter(id__in=_ids(messages[:3]))} == {0}
+
+
+def test_a_provider_that_raises_holds_the_batch_ambiguous(settings, esps, messages, monkeypatch):
+    from delivery.providers import get_provider
+    settings.NOTIFIER_PROVIDERS = ["sendgrid", "mailgun"]
+
+    def broken(emails):
+        raise KeyError("bug in an adapter")
+
+    monkeypatch.setattr(get_provider("sendgrid"), "send_batch", broken)
+    report = _send(_ids(messages[:3]))
+    assert report.ambiguous == 3
+    assert esps["mailgun"].ledger.count() == 0
+    assert set(EmailMessage.objects.filter(id__in=_ids(messages[:3])).values_list("status", flat=True)) == {
+        Status.AMBIGUOUS}
