@@ -94,3 +94,45 @@ class DeliveryAttempt(models.Model):
     error = models.TextField(blank=True, default="")
     duration_ms = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
+
+
+class DeadLetter(models.Model):
+    """A message that ran out of attempts: what it was, every attempt, and why it stopped.
+
+    The message itself stays FAILED; `requeued_at` is set (once, under a row lock) when an admin
+    or `manage.py requeue_dead_letters` sends it again, so a dead letter is requeued exactly once.
+    """
+
+    message = models.ForeignKey(EmailMessage, on_delete=models.CASCADE, related_name="dead_letters")
+    payload = models.JSONField(default=dict)
+    attempts = models.JSONField(default=list)
+    final_error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    requeued_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"dead letter {self.pk} (message {self.message_id})"
+
+
+class RateLimit(models.Model):
+    """A run-time override of a token bucket, editable in the admin (read through a short cache).
+
+    `scope` is `provider` or `domain`; `name` is the provider name or the recipient domain.
+    """
+
+    class Scope(models.TextChoices):
+        PROVIDER = "provider"
+        DOMAIN = "domain"
+
+    scope = models.CharField(max_length=10, choices=Scope.choices)
+    name = models.CharField(max_length=255)
+    per_second = models.FloatField(help_text="sustained messages per second")
+    burst = models.PositiveIntegerField(default=0, help_text="bucket size; 0 means one second's worth")
+    enabled = models.BooleanField(default=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["scope", "name"], name="ratelimit_scope_name_uniq")]
+
+    def __str__(self) -> str:
+        return f"{self.scope}:{self.name} {self.per_second}/s"

@@ -6,30 +6,51 @@ import logging
 import random
 
 from celery import shared_task
+from django.conf import settings
 
 from delivery.services.dispatch import messages_enqueue
-from delivery.services.sending import message_batch_send
+from delivery.services.sending import BatchReport, message_batch_send
 
 logger = logging.getLogger(__name__)
 
-# Retry delays stay far below the broker's visibility timeout (1 h): a task held longer
-# than that is delivered again (celery#2599). Capped exponential backoff with full jitter.
-RETRY_BASE_SECONDS = 2.0
-RETRY_CAP_SECONDS = 120.0
-
 
 def retry_delay(attempt: int, retry_after: float | None = None) -> float:
-    backoff = random.uniform(0, min(RETRY_CAP_SECONDS, RETRY_BASE_SECONDS * 2 ** attempt))
-    return min(RETRY_CAP_SECONDS, max(backoff, retry_after or 0))
+    """Capped exponential backoff with full jitter, never sooner than the ESP's Retry-After.
+
+    The cap stays far below the broker's visibility timeout (1 h): a task held longer than that
+    is delivered again (celery#2599).
+    """
+    cap = settings.NOTIFIER_RETRY_CAP_SECONDS
+    backoff = random.uniform(0, min(cap, settings.NOTIFIER_RETRY_BASE_SECONDS * 2 ** attempt))
+    return min(cap, max(backoff, retry_after or 0))
+
+
+def defer_delay(wait: float | None, priority: int = 0) -> float:
+    """A throttled message comes back when a token or the breaker's probe is due, plus jitter.
+
+    Lower priorities come back later (x1 for P0 up to x2.5 for P3), so when a throttle or an
+    outage ends, P0 recovers first instead of racing a wave of bulk batches.
+    """
+    base = (wait if wait else settings.NOTIFIER_DEFER_SECONDS) * (1 + 0.5 * priority)
+    return min(settings.NOTIFIER_RETRY_CAP_SECONDS, base + random.uniform(0, base * 0.2))
+
+
+def _follow_up(report: BatchReport, priority: int, attempt: int) -> None:
+    if report.retry_ids:
+        delay = retry_delay(attempt, report.retry_after_seconds)
+        messages_enqueue(message_ids=report.retry_ids, priority=priority, countdown=delay,
+                         attempt=attempt + 1)
+    if report.deferred_ids:
+        messages_enqueue(message_ids=report.deferred_ids, priority=priority,
+                         countdown=defer_delay(report.defer_seconds, priority), attempt=attempt)
+    for message_id in report.split_ids:
+        messages_enqueue(message_ids=[message_id], priority=priority, attempt=attempt)
 
 
 @shared_task(name="delivery.send_batch", bind=True, ignore_result=True)
 def send_batch(self, message_ids: list[int], priority: int, attempt: int = 0) -> dict:
     """Send a batch; transient failures come back as a new task after a short backoff."""
     report = message_batch_send(message_ids=message_ids, token=self.request.id)
-    if report.retry_ids:
-        delay = retry_delay(attempt, report.retry_after_seconds)
-        messages_enqueue(
-            message_ids=report.retry_ids, priority=priority, countdown=delay, attempt=attempt + 1
-        )
-    return {"sent": report.sent, "failed": report.failed, "retry": len(report.retry_ids)}
+    _follow_up(report, priority, attempt)
+    return {"sent": report.sent, "failed": report.failed, "retry": len(report.retry_ids),
+            "deferred": len(report.deferred_ids), "dead": report.dead_lettered}

@@ -145,7 +145,46 @@ NOTIFIER_AMBIGUOUS_AFTER_SECONDS = env.int("NOTIFIER_AMBIGUOUS_AFTER_SECONDS", d
 NOTIFIER_REQUEUE_AFTER_SECONDS = env.int("NOTIFIER_REQUEUE_AFTER_SECONDS", default=120)
 # Fault injection for the crash tests only: hold a claimed batch this long before rendering.
 NOTIFIER_FAULT_PAUSE_AFTER_CLAIM = env.float("NOTIFIER_FAULT_PAUSE_AFTER_CLAIM", default=0.0)
+# Fault injection for the poison test only: the worker process dies rendering this recipient.
+NOTIFIER_FAULT_CRASH_RECIPIENT = env.str("NOTIFIER_FAULT_CRASH_RECIPIENT", default="")
 MAIL_SINK_DIR = VAR_DIR / "mail"
+
+# --- Delivery: ESP providers (delivery/providers/) ----------------------------------------------
+AWS_ACCESS_KEY_ID = env.str("AWS_ACCESS_KEY_ID", default="")
+AWS_SECRET_ACCESS_KEY = env.str("AWS_SECRET_ACCESS_KEY", default="")
+AWS_REGION = env.str("AWS_REGION", default="us-east-1")
+SES_ENDPOINT_URL = env.str("SES_ENDPOINT_URL", default="")  # empty: the real regional endpoint
+SENDGRID_API_KEY = env.str("SENDGRID_API_KEY", default="")
+SENDGRID_API_URL = env.str("SENDGRID_API_URL", default="https://api.sendgrid.com")
+MAILGUN_API_KEY = env.str("MAILGUN_API_KEY", default="")
+MAILGUN_DOMAIN = env.str("MAILGUN_DOMAIN", default="")
+MAILGUN_API_URL = env.str("MAILGUN_API_URL", default="https://api.mailgun.net")
+# Connect timeout: a request that never connected is safe to send elsewhere, so keep it short.
+# Read timeout: a request past it is AMBIGUOUS (held for reconciliation), so keep it generous.
+ESP_CONNECT_TIMEOUT_SECONDS = env.float("ESP_CONNECT_TIMEOUT_SECONDS", default=3.0)
+ESP_READ_TIMEOUT_SECONDS = env.float("ESP_READ_TIMEOUT_SECONDS", default=15.0)
+ESP_POOL_SIZE = env.int("ESP_POOL_SIZE", default=16)
+# Circuit breaker per provider (delivery/services/circuit_breaker.py): this many transient
+# failures within the window open it; it stays open for the cooldown, then one probe is allowed
+# (the probe lease must outlast one provider call).
+NOTIFIER_BREAKER_FAILURES = env.int("NOTIFIER_BREAKER_FAILURES", default=5)
+NOTIFIER_BREAKER_WINDOW_SECONDS = env.float("NOTIFIER_BREAKER_WINDOW_SECONDS", default=10.0)
+NOTIFIER_BREAKER_COOLDOWN_SECONDS = env.float("NOTIFIER_BREAKER_COOLDOWN_SECONDS", default=5.0)
+NOTIFIER_BREAKER_PROBE_SECONDS = env.float("NOTIFIER_BREAKER_PROBE_SECONDS", default=20.0)
+# Retries (delivery/tasks.py): capped exponential backoff with full jitter, never longer than
+# the cap, which must stay far below NOTIFIER_VISIBILITY_TIMEOUT (a held task is redelivered).
+NOTIFIER_RETRY_BASE_SECONDS = env.float("NOTIFIER_RETRY_BASE_SECONDS", default=2.0)
+NOTIFIER_RETRY_CAP_SECONDS = env.float("NOTIFIER_RETRY_CAP_SECONDS", default=120.0)
+# A message that waited (throttled, every breaker open) comes back after about this long.
+NOTIFIER_DEFER_SECONDS = env.float("NOTIFIER_DEFER_SECONDS", default=1.0)
+# Rate limits (delivery/services/rate_limits.py): "name=rate[:burst],..." per provider and per
+# recipient domain; RateLimit rows in the admin override them at run time.
+NOTIFIER_PROVIDER_RATE_LIMITS = env.str("NOTIFIER_PROVIDER_RATE_LIMITS", default="")
+NOTIFIER_DOMAIN_RATE_LIMITS = env.str("NOTIFIER_DOMAIN_RATE_LIMITS", default="")
+NOTIFIER_RATE_LIMIT_CACHE_SECONDS = env.float("NOTIFIER_RATE_LIMIT_CACHE_SECONDS", default=5.0)
+NOTIFIER_RATE_LIMIT_INLINE_WAIT_SECONDS = env.float("NOTIFIER_RATE_LIMIT_INLINE_WAIT_SECONDS", default=0.5)
+NOTIFIER_RATE_LIMIT_P0_RESERVE = env.float("NOTIFIER_RATE_LIMIT_P0_RESERVE", default=0.2)
+NOTIFIER_RATE_LIMIT_SHRINK_SECONDS = env.float("NOTIFIER_RATE_LIMIT_SHRINK_SECONDS", default=60.0)
 
 # --- API ---------------------------------------------------------------------------------------
 REST_FRAMEWORK = {

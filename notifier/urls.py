@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import path
 
 from delivery.api import MessageCreateApi, MessageDetailApi
+from delivery.provider_api import ProviderListApi
 from notifier.health import healthz
 from templates.api import TemplateCreateApi
 
@@ -9,6 +10,7 @@ api_v1 = [
     path("api/v1/templates", TemplateCreateApi.as_view(), name="template-create"),
     path("api/v1/messages", MessageCreateApi.as_view(), name="message-create"),
     path("api/v1/messages/<int:message_id>", MessageDetailApi.as_view(), name="message-detail"),
+    path("api/v1/providers", ProviderListApi.as_view(), name="provider-list"),
 ]
 
 urlpatterns = [

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import Case, CharField, Value, When
+from django.db.models import F, Value
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from delivery.models import EmailMessage
@@ -67,20 +68,24 @@ def _owned(message_ids: Sequence[int], token: str):
 
 
 def messages_mark_sent(*, provider_ids: dict[int, str], provider: str, token: str) -> int:
-    """SENDING -> SENT with each row's provider message id, in one UPDATE."""
+    """SENDING -> SENT with each row's provider message id, in one UPDATE.
+
+    The per-row ids come in as a VALUES list joined with UPDATE ... FROM: a 500-branch CASE
+    built through the ORM cost ~0.4 s per batch of 500 in bench/pipeline_throughput.py.
+    """
     if not provider_ids:
         return 0
-    per_row_id = Case(
-        *[When(id=pk, then=Value(pid)) for pk, pid in provider_ids.items()],
-        output_field=CharField(),
+    values = ", ".join(["(%s, %s)"] * len(provider_ids))
+    sql = (
+        f"WITH v(id, pid) AS (VALUES {values}) "
+        f"UPDATE {TABLE} SET status = %s, sent_at = %s, provider = %s, provider_message_id = v.pid, "
+        f"error = '' FROM v WHERE {TABLE}.id = v.id AND {TABLE}.status = %s AND {TABLE}.claim_token = %s"
     )
-    return _owned(list(provider_ids), token).update(
-        status=Status.SENT,
-        sent_at=timezone.now(),
-        provider=provider,
-        provider_message_id=per_row_id,
-        error="",
-    )
+    params: list[object] = [item for pair in provider_ids.items() for item in pair]
+    params += [Status.SENT, timezone.now(), provider, Status.SENDING, token]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
 
 
 def messages_mark_final(*, message_ids: Sequence[int], token: str, status: str, error: str) -> int:
@@ -96,6 +101,20 @@ def messages_release(*, message_ids: Sequence[int], token: str, error: str = "")
         return 0
     return _owned(message_ids, token).update(
         status=Status.QUEUED, claim_token="", claimed_at=None, send_started_at=None, error=error[:2000]
+    )
+
+
+def messages_defer(*, message_ids: Sequence[int], token: str, reason: str) -> int:
+    """SENDING -> QUEUED without using up an attempt (throttled, or every breaker open).
+
+    The claim counted an attempt; a message that was never offered to an ESP gives it back, so
+    a long throttle cannot exhaust a message's attempts and dead-letter it.
+    """
+    if not message_ids:
+        return 0
+    return _owned(message_ids, token).update(
+        status=Status.QUEUED, claim_token="", claimed_at=None, send_started_at=None,
+        attempts=Greatest(F("attempts") - 1, Value(0)), error=f"deferred: {reason}"[:2000],
     )
 
 

@@ -9,19 +9,24 @@ can safely send again; a crash after it leaves rows that become AMBIGUOUS, never
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from django.db import connection
+from django.utils import timezone
 
 from campaigns.models import Suppression
 from delivery.models import DeliveryAttempt, EmailMessage
-from delivery.providers import get_provider, provider_order
 from delivery.providers.base import Outcome, OutgoingEmail, SendResult
 from delivery.services import ledger
+from delivery.services.dead_letters import messages_dead_letter
+from delivery.services.failover import emails_send_with_failover
 from delivery.services.headers import message_headers
+from delivery.services.rate_limits import emails_admit
 from notifier.priorities import POOLS, Priority
 from templates.rendering import TemplateError, compile_version, render
 
@@ -37,12 +42,22 @@ class BatchReport:
     failed: int = 0
     ambiguous: int = 0
     suppressed: int = 0
+    dead_lettered: int = 0
     retry_ids: list[int] = field(default_factory=list)
     retry_after_seconds: float | None = None
+    # Never offered to an ESP (throttled, breakers open, 429): wait, without using an attempt.
+    deferred_ids: list[int] = field(default_factory=list)
+    defer_seconds: float | None = None
+    # A redelivered batch (its worker died mid-batch) is split into one task per message so a
+    # poison message cannot take its batch-mates down with it.
+    split_ids: list[int] = field(default_factory=list)
 
 
 def message_batch_send(*, message_ids: Sequence[int], token: str) -> BatchReport:
     report = BatchReport()
+    if len(message_ids) > 1 and _redelivered(message_ids, token):
+        report.split_ids = _split(message_ids, token)
+        return report
     claimed = ledger.messages_claim(message_ids=message_ids, token=token)
     if not claimed:
         return report
@@ -54,8 +69,29 @@ def message_batch_send(*, message_ids: Sequence[int], token: str) -> BatchReport
     started = ledger.messages_mark_started(message_ids=[e.message_id for e in emails], token=token)
     emails = [email for email in emails if email.message_id in started]
     if emails:
-        _send_with_failover(emails, token, report)
+        attempts = dict(claimed)
+        _send_with_failover(emails, token, report, attempts)
     return report
+
+
+def _redelivered(message_ids: Sequence[int], token: str) -> bool:
+    """This very task ran before and died after claiming (Celery redelivers with the same id)."""
+    return EmailMessage.objects.filter(
+        id__in=message_ids, status=Status.SENDING, claim_token=token, send_started_at__isnull=True
+    ).exists()
+
+
+def _split(message_ids: Sequence[int], token: str) -> list[int]:
+    owned = list(
+        EmailMessage.objects.filter(
+            id__in=message_ids, status=Status.SENDING, claim_token=token, send_started_at__isnull=True
+        ).values_list("id", flat=True)
+    )
+    # Back to QUEUED keeping the attempt the claim counted: a poison message still runs out.
+    ledger.messages_release(message_ids=owned, token=token, error="batch redelivered; split")
+    queued = EmailMessage.objects.filter(id__in=message_ids, status=Status.QUEUED)
+    logger.warning("batch of %d redelivered after a crash; splitting", len(message_ids))
+    return list(queued.values_list("id", flat=True))
 
 
 def _load(claimed: list[tuple[int, int]], token: str, report: BatchReport) -> list[EmailMessage]:
@@ -67,10 +103,8 @@ def _load(claimed: list[tuple[int, int]], token: str, report: BatchReport) -> li
     )
     exhausted = [m.id for m in rows if m.attempts > POOLS[Priority(m.priority)].max_send_attempts]
     if exhausted:
-        error = "gave up: too many attempts"
-        report.failed += ledger.messages_mark_final(
-            message_ids=exhausted, token=token, status=Status.FAILED, error=error
-        )
+        error = "gave up: claimed too many times without an answer (poison?)"
+        report.dead_lettered += messages_dead_letter(message_ids=exhausted, token=token, error=error)
     return [m for m in rows if m.id not in set(exhausted)]
 
 
@@ -88,7 +122,10 @@ def _drop_suppressed(messages: list[EmailMessage], token: str, report: BatchRepo
 
 def _render_all(messages: list[EmailMessage], token: str, report: BatchReport) -> list[OutgoingEmail]:
     emails, broken = [], defaultdict(list)
+    crash = settings.NOTIFIER_FAULT_CRASH_RECIPIENT
     for message in messages:
+        if crash and message.recipient == crash:
+            os._exit(70)  # fault injection (tests only): a poison message that kills its process
         version = message.template_version
         compiled = compile_version(version.id, version.subject, version.html_body, version.text_body)
         try:
@@ -105,6 +142,7 @@ def _render_all(messages: list[EmailMessage], token: str, report: BatchReport) -
                 text=rendered.text,
                 html=rendered.html,
                 headers=message_headers(message),
+                priority=message.priority,
             )
         )
     for error, ids in broken.items():
@@ -114,17 +152,46 @@ def _render_all(messages: list[EmailMessage], token: str, report: BatchReport) -
     return emails
 
 
-def _send_with_failover(emails: list[OutgoingEmail], token: str, report: BatchReport) -> None:
-    """Try providers in order; only TRANSIENT results move on to the next one."""
-    pending = emails
-    for name in provider_order():
-        results = get_provider(name).send_batch(pending)
+def _send_with_failover(
+    emails: list[OutgoingEmail], token: str, report: BatchReport, attempts: dict[int, int]
+) -> None:
+    """Providers in order (failover service); then retry, defer or dead-letter what is left."""
+
+    def record(name: str, results: list[SendResult]) -> None:
         _record_attempts(name, results)
-        transient = _record_results(name, results, token, report)
-        pending = [email for email in pending if email.message_id in transient]
-        if not pending:
-            return
-    _release_for_retry(pending, token, report)
+        _record_results(name, results, token, report)
+
+    outcome = emails_send_with_failover(emails=emails, on_results=record, admit=emails_admit)
+    if outcome.deferred:
+        ids = [email.message_id for email in outcome.deferred]
+        reason = "throttled or every provider unavailable"
+        ledger.messages_defer(message_ids=ids, token=token, reason=reason)
+        report.deferred_ids.extend(ids)
+        report.defer_seconds = outcome.wait_seconds
+    if outcome.failed:
+        _retry_or_dead_letter(outcome.failed, token, report, attempts)
+    if outcome.wait_seconds:
+        report.retry_after_seconds = outcome.wait_seconds
+
+
+def _retry_or_dead_letter(
+    failed: list[OutgoingEmail], token: str, report: BatchReport, attempts: dict[int, int]
+) -> None:
+    limit = {email.message_id: _max_attempts(email) for email in failed}
+    done = [e.message_id for e in failed if attempts.get(e.message_id, 0) >= limit[e.message_id]]
+    if done:
+        error = _last_error(done) or "all providers refused"
+        report.dead_lettered += messages_dead_letter(message_ids=done, token=token, error=error)
+    _release_for_retry([e for e in failed if e.message_id not in set(done)], token, report)
+
+
+def _max_attempts(email: OutgoingEmail) -> int:
+    return POOLS[Priority(email.priority)].max_send_attempts
+
+
+def _last_error(message_ids: list[int]) -> str:
+    last = DeliveryAttempt.objects.filter(message_id__in=message_ids).order_by("-id").first()
+    return f"{last.provider} {last.response_code} {last.error}".strip() if last else ""
 
 
 def _record_results(name: str, results: list[SendResult], token: str, report: BatchReport) -> set[int]:
@@ -139,9 +206,6 @@ def _record_results(name: str, results: list[SendResult], token: str, report: Ba
             report.failed += changed if status == Status.FAILED else 0
             report.ambiguous += changed if status == Status.AMBIGUOUS else 0
     transient = by_outcome[Outcome.TRANSIENT]
-    waits = [r.retry_after_seconds for r in transient if r.retry_after_seconds]
-    if waits:
-        report.retry_after_seconds = max(waits)
     return {r.message_id for r in transient}
 
 
@@ -154,20 +218,30 @@ def _group_by_error(results: list[SendResult]) -> dict[str, list[int]]:
 
 def _release_for_retry(pending: list[OutgoingEmail], token: str, report: BatchReport) -> None:
     ids = [email.message_id for email in pending]
+    if not ids:
+        return
     ledger.messages_release(message_ids=ids, token=token, error="all providers refused; retrying")
     report.retry_ids.extend(ids)
     logger.warning("no provider accepted %d messages; retrying", len(ids))
 
 
 def _record_attempts(name: str, results: list[SendResult]) -> None:
-    DeliveryAttempt.objects.bulk_create(
-        DeliveryAttempt(
-            message_id=r.message_id,
-            provider=name,
-            outcome=r.outcome.value,
-            response_code=r.response_code,
-            error=r.error[:2000],
-            duration_ms=r.duration_ms,
-        )
-        for r in results
+    """One attempt row per message, in one multi-row INSERT.
+
+    The ORM's bulk_create spent ~0.14 s per 500 rows building instances
+    (bench/pipeline_throughput.py profile); a plain VALUES list does the same write.
+    """
+    if not results:
+        return
+    table = DeliveryAttempt._meta.db_table
+    now = timezone.now()
+    rows = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(results))
+    params: list[object] = []
+    for r in results:
+        params += [r.message_id, name, r.outcome.value, r.response_code, r.error[:2000], r.duration_ms, now]
+    sql = (
+        f"INSERT INTO {table} (message_id, provider, outcome, response_code, error, duration_ms, "
+        f"created_at) VALUES {rows}"
     )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)

@@ -1,0 +1,85 @@
+"""Whole send pipeline throughput (claim, render, hand-off, batch-API call, record) to a local
+fake ESP, in worker-like processes without the broker: the ceiling of one `send_batch` task
+type on this machine. Complements esp_throughput.py (provider and wire only).
+
+    DATABASE_URL=postgres://.../notifier_bench REDIS_URL=redis://127.0.0.1:6379/N \
+        python bench/pipeline_throughput.py --messages 20000 --processes 2 --batch 500
+(the database must be migrated: python manage.py migrate)
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import sys
+import time
+import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifier.settings")
+os.environ.setdefault("NOTIFIER_REDIS_PREFIX", f"bench-{uuid.uuid4().hex[:8]}")
+
+import django
+
+django.setup()
+
+from django.db import connections  # noqa: E402
+
+from bench.esp_throughput import _serve  # noqa: E402
+from delivery.models import EmailMessage  # noqa: E402
+from templates.services import template_create  # noqa: E402
+
+
+def _rows(n: int) -> list[int]:
+    version = template_create(name=f"bench-{uuid.uuid4().hex[:6]}", subject="Digest for {{ name }}",
+                              html_body="<p>Hello <b>{{ name }}</b>, here is your digest.</p>")
+    tag = uuid.uuid4().hex[:8]
+    ids: list[int] = []
+    for start in range(0, n, 5000):
+        rows = EmailMessage.objects.bulk_create(
+            EmailMessage(recipient=f"r{i}@example.com", context={"name": f"Reader {i}"},
+                         template_version=version, priority=3, idempotency_key=f"pb-{tag}-{i}")
+            for i in range(start, min(n, start + 5000))
+        )
+        ids += [row.id for row in rows]
+    return ids
+
+
+def _work(batches: list[list[int]], url: str) -> int:
+    from django.conf import settings
+
+    from delivery.services.sending import message_batch_send
+
+    settings.NOTIFIER_PROVIDERS = ["sendgrid"]
+    settings.SENDGRID_API_URL, settings.SENDGRID_API_KEY = url, "bench"
+    return sum(message_batch_send(message_ids=b, token=uuid.uuid4().hex).sent for b in batches)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--messages", type=int, default=20000)
+    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=500)
+    args = parser.parse_args()
+    ids = _rows(args.messages)
+    ready, report, done = mp.Queue(), mp.Queue(), mp.Event()
+    server = mp.Process(target=_serve, args=("sendgrid", ready, done, report), daemon=True)
+    server.start()
+    url = ready.get(timeout=30)
+    batches = [ids[i:i + args.batch] for i in range(0, len(ids), args.batch)]
+    shares = [batches[i::args.processes] for i in range(args.processes)]
+    connections.close_all()  # each forked process opens its own
+    started = time.perf_counter()
+    with mp.get_context("fork").Pool(args.processes) as pool:
+        sent = sum(pool.starmap(_work, [(share, url) for share in shares]))
+    elapsed = time.perf_counter() - started
+    done.set()
+    distinct, duplicated, entries = report.get(timeout=60)
+    print(f"messages={args.messages} processes={args.processes} batch={args.batch}")
+    print(f"sent={sent} ledger_entries={entries} duplicates={duplicated} lost={args.messages - distinct}")
+    print(f"elapsed={elapsed:.2f}s throughput={args.messages / elapsed:,.0f} messages/s")
+
+
+if __name__ == "__main__":
+    main()

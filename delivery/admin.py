@@ -1,0 +1,62 @@
+"""Admin: messages (with reconciliation), dead letters (requeue), run-time rate limits.
+
+Actions are one-liners over the same services the tasks and commands use.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+
+from delivery.models import DeadLetter, DeliveryAttempt, EmailMessage, RateLimit
+from delivery.services.dead_letters import dead_letter_requeue
+from delivery.services.reconcile import message_reconcile
+
+
+class DeliveryAttemptInline(admin.TabularInline):
+    model = DeliveryAttempt
+    extra = 0
+    can_delete = False
+    readonly_fields = ("provider", "outcome", "response_code", "error", "duration_ms", "created_at")
+
+
+@admin.register(EmailMessage)
+class EmailMessageAdmin(admin.ModelAdmin):
+    list_display = ("id", "recipient", "status", "priority", "provider", "attempts", "created_at")
+    list_filter = ("status", "priority", "provider")
+    search_fields = ("recipient", "provider_message_id", "idempotency_key")
+    raw_id_fields = ("campaign", "client", "contact", "template_version")
+    inlines = [DeliveryAttemptInline]
+    actions = ["reconcile_accepted", "reconcile_not_accepted"]
+
+    @admin.action(description="Reconcile AMBIGUOUS: the ESP accepted it (mark SENT)")
+    def reconcile_accepted(self, request, queryset) -> None:
+        done = sum(message_reconcile(message_id=m.id, accepted=True, provider=m.provider or "unknown")
+                   for m in queryset)
+        self.message_user(request, f"{done} messages marked SENT", messages.SUCCESS)
+
+    @admin.action(description="Reconcile AMBIGUOUS: the ESP never took it (send again)")
+    def reconcile_not_accepted(self, request, queryset) -> None:
+        done = sum(message_reconcile(message_id=m.id, accepted=False, provider=m.provider)
+                   for m in queryset)
+        self.message_user(request, f"{done} messages queued again", messages.SUCCESS)
+
+
+@admin.register(DeadLetter)
+class DeadLetterAdmin(admin.ModelAdmin):
+    list_display = ("id", "message", "final_error", "created_at", "requeued_at")
+    list_filter = ("requeued_at",)
+    raw_id_fields = ("message",)
+    readonly_fields = ("message", "payload", "attempts", "final_error", "created_at", "requeued_at")
+    actions = ["requeue"]
+
+    @admin.action(description="Requeue (send again, once)")
+    def requeue(self, request, queryset) -> None:
+        done = sum(dead_letter_requeue(dead_letter_id=d.id) for d in queryset)
+        self.message_user(request, f"{done} dead letters requeued", messages.SUCCESS)
+
+
+@admin.register(RateLimit)
+class RateLimitAdmin(admin.ModelAdmin):
+    list_display = ("scope", "name", "per_second", "burst", "enabled", "updated_at")
+    list_editable = ("per_second", "burst", "enabled")
+    list_filter = ("scope", "enabled")

@@ -1,0 +1,157 @@
+"""Shared plumbing of the HTTP providers (SendGrid, Mailgun): session, timing, classification.
+
+Classification rules (the same for every HTTP ESP, see base.py for what each outcome means):
+
+- 2xx: ACCEPTED.
+- 429: TRANSIENT with `Retry-After` (seconds or an HTTP date, RFC 9110 section 10.2.3).
+- 400 / 413 / 422: PERMANENT (the request itself is wrong: address, size, content).
+- 401 / 403 / 404 / other 4xx: TRANSIENT; they describe *our account or configuration* at this
+  ESP (bad key, unknown domain), not the message, so the next ESP may well take it.
+- 5xx: TRANSIENT (the ESPs document 5xx as "not processed", e.g. SendGrid's errors page).
+- No connection (refused, DNS, connect timeout): TRANSIENT, the request never left.
+- Read timeout or a connection dropped after the body was written: AMBIGUOUS.
+
+No HTTP-level retries ever happen here (`max_retries=0`): a retry after a read timeout would be
+a blind second send; the failover service decides what is retried, and where.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
+
+from delivery.providers.base import Outcome, OutgoingEmail, SendResult
+
+PERMANENT_STATUSES = frozenset({400, 413, 422})
+_NOT_SENT_REASONS = (NewConnectionError, ConnectTimeoutError, NameResolutionError, ConnectionRefusedError)
+
+
+@dataclass(frozen=True)
+class HttpSettings:
+    api_key: str
+    base_url: str
+    connect_timeout: float = 3.0
+    read_timeout: float = 10.0
+    pool_size: int = 16
+    domain: str = ""  # Mailgun only
+
+
+@dataclass(frozen=True)
+class HttpAnswer:
+    """What came back from one request, already classified."""
+
+    outcome: Outcome
+    status: int = 0
+    body: str = ""
+    headers: dict[str, str] | None = None
+    error: str = ""
+    retry_after: float | None = None
+    duration_ms: int = 0
+
+
+def new_session(settings: HttpSettings) -> requests.Session:
+    session = requests.Session()
+    adapter = HTTPAdapter(pool_connections=2, pool_maxsize=settings.pool_size, max_retries=0)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """`Retry-After` as seconds from now; None when absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def outcome_for_status(status: int) -> Outcome:
+    if 200 <= status < 300:
+        return Outcome.ACCEPTED
+    if status in PERMANENT_STATUSES:
+        return Outcome.PERMANENT
+    return Outcome.TRANSIENT
+
+
+def outcome_for_exception(exc: requests.RequestException) -> Outcome:
+    """TRANSIENT only when the request provably never left; anything else may have landed."""
+    if isinstance(exc, requests.ConnectTimeout):
+        return Outcome.TRANSIENT
+    if isinstance(exc, requests.ConnectionError) and not isinstance(exc, requests.ReadTimeout):
+        reason = exc.args[0] if exc.args else None
+        inner = getattr(reason, "reason", reason)
+        if isinstance(reason, _NOT_SENT_REASONS) or isinstance(inner, _NOT_SENT_REASONS):
+            return Outcome.TRANSIENT
+    return Outcome.AMBIGUOUS
+
+
+def post(session: requests.Session, settings: HttpSettings, url: str, **kwargs: object) -> HttpAnswer:
+    """One POST, timed and classified; never raises for network trouble."""
+    started = time.monotonic()
+    timeout = (settings.connect_timeout, settings.read_timeout)
+    try:
+        response = session.post(url, timeout=timeout, **kwargs)
+    except requests.RequestException as exc:
+        elapsed = int((time.monotonic() - started) * 1000)
+        return HttpAnswer(outcome_for_exception(exc), error=f"{type(exc).__name__}: {exc}"[:500],
+                          duration_ms=elapsed)
+    elapsed = int((time.monotonic() - started) * 1000)
+    outcome = outcome_for_status(response.status_code)
+    error = "" if outcome is Outcome.ACCEPTED else response.text[:500]
+    return HttpAnswer(
+        outcome, response.status_code, response.text, dict(response.headers), error,
+        retry_after_seconds(response.headers.get("Retry-After")), elapsed,
+    )
+
+
+def results_for_answer(
+    emails: Sequence[OutgoingEmail], answer: HttpAnswer, provider_id: Callable[[OutgoingEmail], str]
+) -> list[SendResult]:
+    """The same answer for every email of one request."""
+    code = str(answer.status) if answer.status else ""
+    return [
+        SendResult(
+            message_id=email.message_id,
+            outcome=answer.outcome,
+            provider_message_id=provider_id(email) if answer.outcome is Outcome.ACCEPTED else "",
+            response_code=code,
+            error=answer.error,
+            retry_after_seconds=answer.retry_after,
+            duration_ms=answer.duration_ms,
+        )
+        for email in emails
+    ]
+
+
+def chunks_unique_recipients(emails: Sequence[OutgoingEmail], size: int) -> list[list[OutgoingEmail]]:
+    """Split into requests of at most `size`, never the same address twice in one request.
+
+    SendGrid rejects a whole request that names one address twice ("Each unique email address
+    in the personalizations array should only be included once", Mail Send errors page) and
+    Mailgun keys recipient-variables by address, so a second message to the same address must
+    travel in another request.
+    """
+    chunks: list[list[OutgoingEmail]] = []
+    seen: list[set[str]] = []
+    for email in emails:
+        address = email.recipient.lower()
+        for chunk, addresses in zip(chunks, seen, strict=True):
+            if len(chunk) < size and address not in addresses:
+                chunk.append(email)
+                addresses.add(address)
+                break
+        else:
+            chunks.append([email])
+            seen.append({address})
+    return chunks

@@ -1,0 +1,109 @@
+"""Mailgun Messages API (`POST /v3/<domain>/messages`): batch sends of up to 1000 recipients.
+
+Batch sending: every recipient is a `to`, and `recipient-variables` (JSON keyed by address)
+makes Mailgun send each recipient an individual message and fill `%recipient.<key>%` in it
+(https://documentation.mailgun.com/docs/mailgun/user-manual/sending-messages/batch-sending;
+"The maximum number of recipients allowed for Batch Sending is 1,000"). Without
+recipient-variables every recipient would see all the others in To, so they are always sent.
+
+Our id travels as the custom variable `v:notifier_message_id`, set per recipient through
+`%recipient.notifier_message_id%`; Mailgun returns `v:` variables in every event's
+`user-variables`, which is where the webhook normaliser reads it. When the rendered subject or
+bodies differ between recipients they travel the same way (`%recipient.subject%`, ...), and so do
+per-recipient headers (`h:List-Unsubscribe=%recipient.h_0%`): recipient values are substituted
+"virtually anywhere in the message (including header fields and other parameters)", which is
+also how django-anymail maps merge_metadata and merge_headers for Mailgun. Every recipient gets
+every key (a missing one would be substituted with an empty string).
+
+A 400 rejects the whole request (e.g. one invalid `to`); nothing was queued, so the request is
+split in halves and sent again until the bad recipients stand alone (about 2 log2(n) calls for
+one bad address in 1000, instead of 1000).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from delivery.providers.base import Outcome, OutgoingEmail, Provider, SendResult
+from delivery.providers.http import (
+    HttpSettings,
+    chunks_unique_recipients,
+    new_session,
+    post,
+    results_for_answer,
+)
+
+MAX_PER_REQUEST = 1000
+META_KEY = "notifier_message_id"
+_PARTS = ("subject", "text", "html")
+
+
+class MailgunProvider(Provider):
+    name = "mailgun"
+
+    def __init__(self, settings: HttpSettings):
+        self.settings = settings
+        self.url = f"{settings.base_url.rstrip('/')}/v3/{settings.domain}/messages"
+        self.session = new_session(settings)
+        self.auth = ("api", settings.api_key)
+
+    def send_batch(self, emails: Sequence[OutgoingEmail]) -> list[SendResult]:
+        by_id: dict[int, SendResult] = {}
+        groups: dict[str, list[OutgoingEmail]] = {}
+        for email in emails:
+            groups.setdefault(email.from_email, []).append(email)
+        for group in groups.values():
+            for chunk in chunks_unique_recipients(group, MAX_PER_REQUEST):
+                for result in self._send_chunk(chunk):
+                    by_id[result.message_id] = result
+        return [by_id[email.message_id] for email in emails]
+
+    def close(self) -> None:
+        self.session.close()
+
+    def _send_chunk(self, chunk: list[OutgoingEmail]) -> list[SendResult]:
+        answer = post(self.session, self.settings, self.url, data=message_form(chunk), auth=self.auth)
+        if answer.outcome is Outcome.PERMANENT and len(chunk) > 1 and _names_recipient(answer.body):
+            middle = len(chunk) // 2
+            return self._send_chunk(chunk[:middle]) + self._send_chunk(chunk[middle:])
+        mailgun_id = _message_id(answer.body) if answer.outcome is Outcome.ACCEPTED else ""
+        return results_for_answer(chunk, answer, lambda _: mailgun_id)
+
+
+def message_form(chunk: Sequence[OutgoingEmail]) -> list[tuple[str, str]]:
+    """Form fields for one batch request (all emails share one sender)."""
+    first = chunk[0]
+    varying = [p for p in _PARTS if any(getattr(e, p) != getattr(first, p) for e in chunk)]
+    header_names = sorted({name for e in chunk for name in e.headers})
+    variables = {e.recipient: _variables(e, varying, header_names) for e in chunk}
+    form = [("from", first.from_email)]
+    form += [("to", e.recipient) for e in chunk]
+    for part in _PARTS:
+        value = f"%recipient.{part}%" if part in varying else getattr(first, part)
+        if value:
+            form.append((part, value))
+    form += [(f"h:{name}", f"%recipient.h_{i}%") for i, name in enumerate(header_names)]
+    form.append((f"v:{META_KEY}", f"%recipient.{META_KEY}%"))
+    form.append(("recipient-variables", json.dumps(variables, separators=(",", ":"))))
+    return form
+
+
+def _variables(email: OutgoingEmail, varying: list[str], header_names: list[str]) -> dict[str, str]:
+    values = {META_KEY: str(email.message_id)}
+    values.update({part: getattr(email, part) for part in varying})
+    values.update({f"h_{i}": email.headers.get(name, "") for i, name in enumerate(header_names)})
+    return values
+
+
+def _message_id(body: str) -> str:
+    try:
+        return str(json.loads(body).get("id") or "").strip("<>")
+    except (ValueError, AttributeError):
+        return ""
+
+
+def _names_recipient(body: str) -> bool:
+    """A 400 about a recipient (worth splitting) rather than about the request's shape."""
+    lowered = body.lower()
+    return "address" in lowered or "'to'" in lowered

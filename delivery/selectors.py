@@ -1,0 +1,48 @@
+"""Reads of delivery state for the API, the dashboard and the admin (no writes here)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+import redis
+from django.db.models import QuerySet
+
+from delivery.models import DeadLetter
+from delivery.providers import provider_order
+from delivery.services.circuit_breaker import events_key, state_key
+from notifier.redis_client import get_redis
+
+
+@dataclass(frozen=True)
+class BreakerState:
+    provider: str
+    state: str  # closed | open | half_open | unknown (Redis unreachable)
+    open_for_seconds: float
+    recent_failures: int
+    transitions: list[str]  # newest first: "<epoch ms> closed -> open (5 failures in 10000 ms)"
+
+
+def circuit_breakers_list() -> list[BreakerState]:
+    """One entry per configured provider, in failover order."""
+    return [_breaker(name) for name in provider_order()]
+
+
+def _breaker(name: str) -> BreakerState:
+    try:
+        client = get_redis()
+        raw = {k.decode(): v.decode() for k, v in client.hgetall(state_key(name)).items()}
+        events = [line.decode() for line in client.lrange(events_key(name), 0, 19)]
+    except redis.RedisError:
+        return BreakerState(name, "unknown", 0.0, 0, [])
+    state = raw.get("state", "closed")
+    until_ms = float(raw.get("until") or 0)
+    remaining = max(0.0, until_ms / 1000 - time.time()) if state == "open" else 0.0
+    return BreakerState(name, state, round(remaining, 3), int(raw.get("failures") or 0), events)
+
+
+def dead_letters_pending(*, since: datetime | None = None) -> QuerySet[DeadLetter]:
+    """Dead letters not yet requeued, oldest first."""
+    rows = DeadLetter.objects.filter(requeued_at__isnull=True).order_by("id")
+    return rows.filter(created_at__gte=since) if since else rows

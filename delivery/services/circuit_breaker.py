@@ -1,0 +1,103 @@
+"""A circuit breaker per provider, shared by every worker through Redis.
+
+Closed: calls go through; a burst of failures (NOTIFIER_BREAKER_FAILURES within
+NOTIFIER_BREAKER_WINDOW_SECONDS) opens it. Open: the provider is skipped (no call, no timeout)
+for NOTIFIER_BREAKER_COOLDOWN_SECONDS. Then one worker at a time gets a probe (half-open); a
+success closes it, a failure opens it again. A 429 with Retry-After opens it for that long, so
+no worker calls the ESP again before it asked us to. Every transition is logged and kept in
+a short list that `delivery.selectors.circuit_breakers_list` reads for the API and dashboard.
+
+If Redis cannot be reached the breaker fails open (every call allowed): losing the breaker
+costs timeouts, losing the sends would cost messages. The state machine runs in one Lua script
+(notifier/lua/circuit_breaker.lua) so concurrent workers never race a transition.
+
+Redis keys (prefix NOTIFIER_REDIS_PREFIX):
+
+    notifier:breaker:<provider>          hash: state, until, probe_until, failures, window_start
+    notifier:breaker:<provider>:events   list of the last 100 transitions, newest first
+
+    $ redis-cli HGETALL notifier:breaker:ses
+    $ redis-cli LRANGE notifier:breaker:ses:events 0 9
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from enum import StrEnum
+
+import redis
+from django.conf import settings
+
+from notifier.lua import script
+from notifier.redis_client import redis_key
+
+logger = logging.getLogger(__name__)
+
+
+class Decision(StrEnum):
+    ALLOW = "allow"
+    PROBE = "probe"
+    DENY = "deny"
+
+
+def state_key(provider: str) -> str:
+    return redis_key("breaker", provider)
+
+
+def events_key(provider: str) -> str:
+    return redis_key("breaker", provider, "events")
+
+
+def _run(provider: str, op: str, hold_seconds: float = 0.0) -> list[str] | None:
+    args = [
+        op,
+        int(time.time() * 1000),
+        settings.NOTIFIER_BREAKER_FAILURES,
+        int(settings.NOTIFIER_BREAKER_WINDOW_SECONDS * 1000),
+        int(settings.NOTIFIER_BREAKER_COOLDOWN_SECONDS * 1000),
+        int(settings.NOTIFIER_BREAKER_PROBE_SECONDS * 1000),
+        int(hold_seconds * 1000),
+    ]
+    try:
+        raw = script("circuit_breaker")(keys=[state_key(provider), events_key(provider)], args=args)
+    except redis.RedisError as exc:
+        logger.warning("circuit breaker for %s unavailable (failing open): %s", provider, exc)
+        return None
+    result = [part.decode() if isinstance(part, bytes) else str(part) for part in raw]
+    if result[1]:
+        logger.warning("circuit breaker %s: %s", provider, result[1])
+    return result
+
+
+def breaker_check(*, provider: str) -> tuple[Decision, float]:
+    """May this worker call `provider` now? DENY means skip it (it is open or being probed);
+    the float is then how many seconds until asking again makes sense."""
+    result = _run(provider, "allow")
+    if result is None:
+        return Decision.ALLOW, 0.0
+    wait = int(result[2]) / 1000 if len(result) > 2 else 0.0
+    return Decision(result[0]), wait
+
+
+def breaker_allow(*, provider: str) -> Decision:
+    return breaker_check(provider=provider)[0]
+
+
+def breaker_record_success(*, provider: str) -> None:
+    _run(provider, "success")
+
+
+def breaker_record_failure(*, provider: str, retry_after: float | None = None) -> None:
+    """A call failed before acceptance (or timed out); `retry_after` opens it for that long."""
+    _run(provider, "failure", hold_seconds=retry_after or 0.0)
+
+
+def breaker_reset(*, provider: str) -> None:
+    """Close by hand (admin, tests)."""
+    try:
+        from notifier.redis_client import get_redis
+
+        get_redis().delete(state_key(provider), events_key(provider))
+    except redis.RedisError as exc:
+        logger.warning("could not reset breaker %s: %s", provider, exc)

@@ -1,0 +1,64 @@
+"""Reconciliation of AMBIGUOUS messages: handed to an ESP, no answer recorded.
+
+An AMBIGUOUS message may or may not have been accepted, so it is never resent blindly. Proof
+settles it:
+
+- accepted=True: any ESP event for the message (delivered, bounce, open, ...) proves the ESP
+  took it. The feedback engineer's webhook processing calls
+  `message_reconcile(message_id=..., accepted=True, provider=..., provider_message_id=...)`
+  before applying the event; an admin can do the same after checking the ESP's logs.
+- accepted=False: an operator has established that the ESP never took it (e.g. its activity
+  log has no trace after a day). The message goes back to QUEUED and is sent again.
+
+Both are guarded: only AMBIGUOUS rows (or, for acceptance, rows still SENDING that were already
+handed over, when the event beats our own timeout) change, so calling it again or for a message
+that already settled is a no-op. Returns whether the row changed.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from delivery.models import EmailMessage
+from delivery.services.dispatch import messages_enqueue
+
+logger = logging.getLogger(__name__)
+Status = EmailMessage.Status
+
+
+def message_reconcile(
+    *, message_id: int, accepted: bool, provider: str, provider_message_id: str = ""
+) -> bool:
+    if accepted:
+        return _mark_accepted(message_id, provider, provider_message_id)
+    return _resend(message_id)
+
+
+def _mark_accepted(message_id: int, provider: str, provider_message_id: str) -> bool:
+    handed_over = Q(status=Status.AMBIGUOUS) | Q(status=Status.SENDING, send_started_at__isnull=False)
+    fields = {"status": Status.SENT, "provider": provider, "sent_at": timezone.now(),
+              "error": "reconciled: accepted by the ESP"}
+    if provider_message_id:
+        fields["provider_message_id"] = provider_message_id
+    changed = EmailMessage.objects.filter(handed_over, id=message_id).update(**fields)
+    if changed:
+        logger.info("message %s reconciled as accepted by %s", message_id, provider)
+    return bool(changed)
+
+
+def _resend(message_id: int) -> bool:
+    with transaction.atomic():
+        changed = EmailMessage.objects.filter(id=message_id, status=Status.AMBIGUOUS).update(
+            status=Status.QUEUED, claim_token="", claimed_at=None, send_started_at=None,
+            error="reconciled: not accepted; sending again",
+        )
+        if changed:
+            priority = EmailMessage.objects.values_list("priority", flat=True).get(id=message_id)
+            transaction.on_commit(lambda: messages_enqueue(message_ids=[message_id], priority=priority))
+    if changed:
+        logger.warning("message %s reconciled as never accepted; sending again", message_id)
+    return bool(changed)
