@@ -13,6 +13,7 @@ from templates.services import template_create
 
 
 class TemplateCreateApi(APIView):
+    required_scope = ("send", "campaigns")
     class InputSerializer(serializers.Serializer):
         name = serializers.SlugField(max_length=100)
         subject = serializers.CharField(max_length=998)
