@@ -20,6 +20,7 @@ MAX_CONTEXT_BYTES = 64 * 1024
 
 class MessageCreateApi(APIView):
     required_scope = "send"
+    throttle_scope = "send"
     class InputSerializer(serializers.Serializer):
         to = serializers.EmailField(max_length=254)
         template = serializers.CharField(max_length=100)
@@ -66,6 +67,7 @@ class MessageCreateApi(APIView):
 
 class MessageDetailApi(APIView):
     required_scope = "send"
+    throttle_scope = "send"
     class OutputSerializer(serializers.ModelSerializer):
         priority = serializers.SerializerMethodField()
         template = serializers.CharField(source="template_version.template.name")

@@ -52,6 +52,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # /api/ only: 413 before the body is read, JSON error shape for non-DRF errors.
+    "notifier.api_middleware.ApiBoundaryMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -159,10 +161,18 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "notifier.api_errors.exception_handler",
+    # Per-client limits shared by every web process (clients/throttling.py).
+    "DEFAULT_THROTTLE_CLASSES": ["clients.throttling.ClientRateThrottle"],
     "UNAUTHENTICATED_USER": None,
 }
+# Rates in DRF notation (N/s, N/min, N/hour, N/day); a client's own rate overrides these.
+NOTIFIER_API_DEFAULT_RATE = env.str("NOTIFIER_API_DEFAULT_RATE", default="600/min")
+# Per endpoint class, e.g. "send=100/s,templates=60/min".
+NOTIFIER_API_RATES = env.dict("NOTIFIER_API_RATES", default={})
 API_KEY_CUSTOM_HEADER = None  # keys travel as "Authorization: Api-Key <key>"
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("NOTIFIER_MAX_BODY_BYTES", default=10 * 1024 * 1024)
+# Largest API request body (413 above it): two 512 KiB template bodies plus JSON overhead.
+NOTIFIER_API_MAX_BODY_BYTES = env.int("NOTIFIER_API_MAX_BODY_BYTES", default=2 * 1024 * 1024)
 
 # --- Static files, i18n, logging -------------------------------------------------------------
 STATIC_URL = "static/"

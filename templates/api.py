@@ -14,6 +14,7 @@ from templates.services import template_create
 
 class TemplateCreateApi(APIView):
     required_scope = ("send", "campaigns")
+    throttle_scope = "templates"
     class InputSerializer(serializers.Serializer):
         name = serializers.SlugField(max_length=100)
         subject = serializers.CharField(max_length=998)
