@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from rest_framework import serializers, status
 from rest_framework.generics import get_object_or_404
 from rest_framework.request import Request
@@ -12,19 +10,19 @@ from rest_framework.views import APIView
 
 from delivery.models import EmailMessage
 from delivery.services.messages import message_create
+from notifier.api_fields import ContextField, SafeEmailField
 from notifier.priorities import Priority
 from templates.services import template_version_get_current
-
-MAX_CONTEXT_BYTES = 64 * 1024
 
 
 class MessageCreateApi(APIView):
     required_scope = "send"
     throttle_scope = "send"
+
     class InputSerializer(serializers.Serializer):
-        to = serializers.EmailField(max_length=254)
+        to = SafeEmailField()
         template = serializers.CharField(max_length=100)
-        context = serializers.DictField(required=False, default=dict)
+        context = ContextField()
         priority = serializers.ChoiceField(choices=[p.label for p in Priority], default="high")
         idempotency_key = serializers.CharField(max_length=200, required=False)
 
@@ -33,11 +31,6 @@ class MessageCreateApi(APIView):
             if version is None:
                 raise serializers.ValidationError(f"No active template {value!r}.")
             return version
-
-        def validate_context(self, value: dict) -> dict:
-            if len(json.dumps(value, default=str)) > MAX_CONTEXT_BYTES:
-                raise serializers.ValidationError("Context is larger than 64 KiB.")
-            return value
 
         def validate(self, attrs: dict) -> dict:
             missing = sorted(set(attrs["template"].required_variables) - set(attrs["context"]))
@@ -68,6 +61,7 @@ class MessageCreateApi(APIView):
 class MessageDetailApi(APIView):
     required_scope = "send"
     throttle_scope = "send"
+
     class OutputSerializer(serializers.ModelSerializer):
         priority = serializers.SerializerMethodField()
         template = serializers.CharField(source="template_version.template.name")

@@ -158,7 +158,8 @@ REST_FRAMEWORK = {
         # to every authenticated client.
         "clients.scopes.HasViewScope",
     ],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # JSON only (anything else is a 415); deep nesting is a 400, not a RecursionError 500.
+    "DEFAULT_PARSER_CLASSES": ["notifier.api_parsers.SafeJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "notifier.api_errors.exception_handler",
     # Per-client limits shared by every web process (clients/throttling.py).
@@ -173,6 +174,14 @@ API_KEY_CUSTOM_HEADER = None  # keys travel as "Authorization: Api-Key <key>"
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("NOTIFIER_MAX_BODY_BYTES", default=10 * 1024 * 1024)
 # Largest API request body (413 above it): two 512 KiB template bodies plus JSON overhead.
 NOTIFIER_API_MAX_BODY_BYTES = env.int("NOTIFIER_API_MAX_BODY_BYTES", default=2 * 1024 * 1024)
+# Bounded input (notifier/api_fields.py): recipients per inline call, template context size,
+# and the only custom headers a caller may set.
+NOTIFIER_API_MAX_RECIPIENTS = env.int("NOTIFIER_API_MAX_RECIPIENTS", default=50)
+NOTIFIER_API_MAX_CONTEXT_BYTES = env.int("NOTIFIER_API_MAX_CONTEXT_BYTES", default=64 * 1024)
+NOTIFIER_API_ALLOWED_HEADERS = env.list(
+    "NOTIFIER_API_ALLOWED_HEADERS",
+    default=["Reply-To", "X-Entity-Ref-ID", "X-Campaign", "X-Tag", "X-Priority", "X-Order-Id"],
+)
 
 # --- Static files, i18n, logging -------------------------------------------------------------
 STATIC_URL = "static/"

@@ -7,6 +7,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from notifier.api_fields import SafeLineField
 from templates.models import Template
 from templates.rendering import TemplateError
 from templates.services import template_create
@@ -15,20 +16,16 @@ from templates.services import template_create
 class TemplateCreateApi(APIView):
     required_scope = ("send", "campaigns")
     throttle_scope = "templates"
+
     class InputSerializer(serializers.Serializer):
         name = serializers.SlugField(max_length=100)
-        subject = serializers.CharField(max_length=998)
+        subject = SafeLineField(max_length=998)
         html_body = serializers.CharField(max_length=512 * 1024)
         text_body = serializers.CharField(max_length=512 * 1024, required=False, default="")
 
         def validate_name(self, value: str) -> str:
             if Template.objects.filter(name=value).exists():
                 raise serializers.ValidationError("A template with this name exists.")
-            return value
-
-        def validate_subject(self, value: str) -> str:
-            if "\r" in value or "\n" in value:
-                raise serializers.ValidationError("The subject must be one line.")
             return value
 
     def post(self, request: Request) -> Response:

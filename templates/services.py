@@ -26,8 +26,11 @@ def template_create(*, name: str, subject: str, html_body: str, text_body: str =
 def template_version_get_current(*, reference: str | int) -> TemplateVersion | None:
     """The newest version of an active template named by id or by name."""
     templates = Template.objects.filter(is_active=True)
-    if isinstance(reference, int) or str(reference).isdigit():
-        templates = templates.filter(pk=int(reference))
+    text = str(reference)
+    if text.isascii() and text.isdigit():
+        if len(text) > 18:  # beyond bigint: no such id (and no DataError 500)
+            return None
+        templates = templates.filter(pk=int(text))
     else:
         templates = templates.filter(name=reference)
     return (
