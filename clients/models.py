@@ -37,3 +37,28 @@ class ApiClient(AbstractAPIKey):
     def is_authenticated(self) -> bool:
         """Lets DRF's IsAuthenticated accept a request authenticated by this client."""
         return True
+
+
+class IdempotencyRecord(models.Model):
+    """One `Idempotency-Key` a client sent, with the response to replay (clients/idempotency.py).
+
+    `status_code` is NULL while the first request is still running; a second request with the
+    same key then gets 409 instead of running twice.
+    """
+
+    client = models.ForeignKey(ApiClient, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=64, help_text="sha256 of method, path and body")
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_body = models.JSONField(null=True, blank=True)
+    locked_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["client", "key"], name="idempotency_client_key_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.status_code or 'in progress'})"

@@ -8,6 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from clients.idempotency import idempotent
 from delivery.models import EmailMessage
 from delivery.services.messages import message_create
 from notifier.api_fields import ContextField, SafeEmailField
@@ -40,6 +41,7 @@ class MessageCreateApi(APIView):
                 )
             return attrs
 
+    @idempotent
     def post(self, request: Request) -> Response:
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

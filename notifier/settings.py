@@ -170,6 +170,8 @@ REST_FRAMEWORK = {
 NOTIFIER_API_DEFAULT_RATE = env.str("NOTIFIER_API_DEFAULT_RATE", default="600/min")
 # Per endpoint class, e.g. "send=100/s,templates=60/min".
 NOTIFIER_API_RATES = env.dict("NOTIFIER_API_RATES", default={})
+# How long an Idempotency-Key's stored response is replayed (clients/idempotency.py).
+NOTIFIER_IDEMPOTENCY_TTL_SECONDS = env.int("NOTIFIER_IDEMPOTENCY_TTL_SECONDS", default=24 * 3600)
 API_KEY_CUSTOM_HEADER = None  # keys travel as "Authorization: Api-Key <key>"
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("NOTIFIER_MAX_BODY_BYTES", default=10 * 1024 * 1024)
 # Largest API request body (413 above it): two 512 KiB template bodies plus JSON overhead.

@@ -7,6 +7,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from clients.idempotency import idempotent
 from notifier.api_fields import SafeLineField
 from templates.models import Template
 from templates.rendering import TemplateError
@@ -28,6 +29,7 @@ class TemplateCreateApi(APIView):
                 raise serializers.ValidationError("A template with this name exists.")
             return value
 
+    @idempotent
     def post(self, request: Request) -> Response:
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
