@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers, status
 from rest_framework.generics import get_object_or_404
 from rest_framework.request import Request
@@ -41,6 +42,25 @@ class MessageCreateApi(APIView):
                 )
             return attrs
 
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.IntegerField()
+        status = serializers.ChoiceField(choices=EmailMessage.Status.choices)
+
+    @extend_schema(
+        summary="Send one transactional email",
+        description="Queues one message built from a template. `template` is a template id or "
+                    "name; `context` must hold every variable the template uses. The body field "
+                    "`idempotency_key` and the `Idempotency-Key` header both make retries safe.",
+        request=InputSerializer,
+        responses={202: OutputSerializer},
+        examples=[
+            OpenApiExample("OTP", request_only=True, value={
+                "to": "ada@example.com", "template": "otp", "priority": "critical",
+                "context": {"name": "Ada", "code": "123456"}}),
+            OpenApiExample("Queued", response_only=True, status_codes=["202"],
+                           value={"id": 42, "status": "QUEUED"}),
+        ],
+    )
     @idempotent
     def post(self, request: Request) -> Response:
         serializer = self.InputSerializer(data=request.data)
@@ -80,6 +100,8 @@ class MessageDetailApi(APIView):
         def get_priority(self, message: EmailMessage) -> str:
             return Priority(message.priority).label
 
+    @extend_schema(summary="A message's status, provider and timestamps",
+                   responses={200: OutputSerializer})
     def get(self, request: Request, message_id: int) -> Response:
         queryset = EmailMessage.objects.select_related("template_version__template")
         message = get_object_or_404(queryset, pk=message_id, client=request.user)

@@ -42,6 +42,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework_api_key",
     "django_celery_beat",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI / Redoc assets served locally, no CDN
     "clients",
     "templates",
     "campaigns",
@@ -149,6 +151,11 @@ NOTIFIER_REQUEUE_AFTER_SECONDS = env.int("NOTIFIER_REQUEUE_AFTER_SECONDS", defau
 NOTIFIER_FAULT_PAUSE_AFTER_CLAIM = env.float("NOTIFIER_FAULT_PAUSE_AFTER_CLAIM", default=0.0)
 MAIL_SINK_DIR = VAR_DIR / "mail"
 
+# --- Templates (sandbox budgets per render, templates/sandbox.py) -----------------------------
+NOTIFIER_TEMPLATE_RENDER_SECONDS = env.float("NOTIFIER_TEMPLATE_RENDER_SECONDS", default=0.5)
+NOTIFIER_TEMPLATE_MAX_LOOP_ITERATIONS = env.int("NOTIFIER_TEMPLATE_MAX_LOOP_ITERATIONS", default=20_000)
+NOTIFIER_TEMPLATE_MAX_OUTPUT_BYTES = env.int("NOTIFIER_TEMPLATE_MAX_OUTPUT_BYTES", default=2 * 1024 * 1024)
+
 # --- API ---------------------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["clients.authentication.ApiKeyAuthentication"],
@@ -164,6 +171,8 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "notifier.api_errors.exception_handler",
     # Per-client limits shared by every web process (clients/throttling.py).
     "DEFAULT_THROTTLE_CLASSES": ["clients.throttling.ClientRateThrottle"],
+    # OpenAPI 3 with the shared error responses (notifier/api_schema.py).
+    "DEFAULT_SCHEMA_CLASS": "notifier.api_schema.NotifierAutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
 # Rates in DRF notation (N/s, N/min, N/hour, N/day); a client's own rate overrides these.
@@ -172,7 +181,22 @@ NOTIFIER_API_DEFAULT_RATE = env.str("NOTIFIER_API_DEFAULT_RATE", default="600/mi
 NOTIFIER_API_RATES = env.dict("NOTIFIER_API_RATES", default={})
 # How long an Idempotency-Key's stored response is replayed (clients/idempotency.py).
 NOTIFIER_IDEMPOTENCY_TTL_SECONDS = env.int("NOTIFIER_IDEMPOTENCY_TTL_SECONDS", default=24 * 3600)
-API_KEY_CUSTOM_HEADER = None  # keys travel as "Authorization: Api-Key <key>"
+API_KEY_CUSTOM_HEADER = None
+SPECTACULAR_SETTINGS = {
+    "TITLE": "notifier API",
+    "DESCRIPTION": "Send email through notifier. Guide: docs/api.md. Every error has the shape "
+                   '{"error": {"code", "message", "fields"}}.',
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_AUTHENTICATION": [],
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+    "ENUM_NAME_OVERRIDES": {"ErrorCodeEnum": "notifier.api_schema.ERROR_CODES"},
+    "PATH_CONVERTER_OVERRIDES": {"id": {"type": "integer", "minimum": 0, "maximum": 10**18 - 1}},
+}  # keys travel as "Authorization: Api-Key <key>"
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("NOTIFIER_MAX_BODY_BYTES", default=10 * 1024 * 1024)
 # Largest API request body (413 above it): two 512 KiB template bodies plus JSON overhead.
 NOTIFIER_API_MAX_BODY_BYTES = env.int("NOTIFIER_API_MAX_BODY_BYTES", default=2 * 1024 * 1024)

@@ -28,13 +28,13 @@ def _gunicorn(port: int, env: dict[str, str], log_dir) -> processes.ManagedProce
     return processes.ManagedProcess(f"web-{port}", argv, env, log_dir)
 
 
-def _wait_until_serving(port: int, timeout: float = 60.0) -> None:
+def _wait_until_serving(port: int, timeout: float = 90.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            requests.get(f"http://127.0.0.1:{port}/api/v1/messages/1", timeout=2)
+            requests.get(f"http://127.0.0.1:{port}/api/v1/messages/1", timeout=10)
             return
-        except requests.ConnectionError:
+        except requests.RequestException:  # not listening yet, or still importing Django
             time.sleep(0.2)
     raise TimeoutError(f"gunicorn on {port} did not start")
 
