@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import csv
 import json
-import sys
 from datetime import UTC, datetime, time
 from pathlib import Path
 from typing import IO, Any
@@ -81,7 +80,7 @@ class Command(BaseCommand):
             self.stderr.write(f"would export {total} events after id {after_id}")
             return
         handle: IO[str] = output.open("a" if resuming else "w", encoding="utf-8", newline="") \
-            if output else sys.stdout
+            if output else self.stdout
         try:
             written = self._write(events, handle, after_id=after_id, header=not resuming,
                                   options=options, total=total)
