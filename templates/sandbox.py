@@ -3,7 +3,7 @@
 On top of Jinja2's SandboxedEnvironment (no `__class__`/`__subclasses__` escapes; we use the
 Immutable variant so lists and dicts cannot be grown in place) every render gets a `Budget`:
 
-- time: a deadline, checked on every loop iteration, call, attribute access and string op;
+- time: a deadline, checked every 16 loop iterations or calls;
 - loops: every `{% for %}` iterates through a guard (the parsed tree is rewritten), at most
   `max_iterations` in total, nested loops included; `range()` is capped at `max_range`;
 - calls: at most `max_calls` (macros, methods, globals), so macro recursion fan-out stops;
@@ -19,6 +19,7 @@ the sender records as a failed render. Cost on the happy path: see docs/benchmar
 from __future__ import annotations
 
 import contextvars
+from functools import lru_cache
 import operator
 import re
 import time
@@ -34,6 +35,10 @@ from jinja2.utils import _PassArg
 
 LOOP_GUARD = "_notifier_loop_guard"
 MAX_EXPONENT = 64
+_GROWING_FILTERS = {"center", "indent", "wordwrap", "format", "truncate", "join", "replace",
+                    "batch", "slice", "list", "string", "tojson", "pprint", "urlize", "filesizeformat",
+                    "xmlattr", "map", "select", "reject", "selectattr", "rejectattr", "sum"}
+_FORMAT_FILTER = jinja2.filters.do_format
 _PAD_METHODS = {"center", "ljust", "rjust", "zfill", "expandtabs", "format", "format_map"}
 
 
@@ -68,10 +73,10 @@ class Budget:
             raise RenderLimitExceeded(f"render took longer than {self.limits.seconds:.2f} s")
 
     def spend_bytes(self, count: int) -> None:
+        # No clock read here (this runs per output value): loops and calls check the deadline.
         self.bytes += count
         if self.bytes > self.limits.max_bytes:
             raise RenderLimitExceeded(f"render output over {self.limits.max_bytes} bytes")
-        self.tick()
 
 
 _BUDGET: contextvars.ContextVar[Budget | None] = contextvars.ContextVar("render_budget", default=None)
@@ -98,9 +103,11 @@ def _size(value: Any) -> int:
 
 
 def _count_output(value: Any) -> Any:
-    budget = current_budget()
+    budget = _BUDGET.get()
     if budget is not None:
-        budget.spend_bytes(len(value) if isinstance(value, str) else 32)
+        budget.bytes += len(value) if type(value) is str else 32
+        if budget.bytes > budget.limits.max_bytes:
+            raise RenderLimitExceeded(f"render output over {budget.limits.max_bytes} bytes")
     return value
 
 
@@ -145,9 +152,6 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
     intercepted_binops = frozenset({"*", "**", "%", "+"})
 
     def __init__(self, **options: Any) -> None:
-        # No constant folding: the optimizer would evaluate `'x'|center(10**9)` at compile
-        # time, outside any budget.
-        options.setdefault("optimized", False)
         # Every {{ expression }} is counted as it is output (inside macros too, where the
         # buffer would otherwise collect escaped copies before any join).
         options.setdefault("finalize", _count_output)
@@ -155,7 +159,11 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         self.globals[LOOP_GUARD] = _loop_guard
         self.globals["range"] = _bounded_range
         self.globals.pop("namespace", None)  # mutable across loop iterations: no accumulation
-        self.filters = {name: _counted_filter(func) for name, func in self.filters.items()}
+        # Filters that can make big output from small input are wrapped (counted, and never
+        # folded at compile time: the optimizer would run `'x'|center(10**9)` outside any
+        # budget). Size-preserving ones (upper, e, title...) stay direct: they are hot.
+        self.filters = {name: _counted_filter(func) if name in _GROWING_FILTERS else func
+                        for name, func in self.filters.items()}
 
     def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
         tree = super()._parse(source, name, filename)
@@ -213,25 +221,18 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         return result
 
     def getattr(self, obj: Any, attribute: str) -> Any:
-        budget = current_budget()
-        if budget is not None:
-            budget.tick()
-        if isinstance(obj, str) and attribute in ("format", "format_map"):
+        # Attribute access is not ticked (hot path; bounded by the loop and call ticks).
+        if attribute in ("format", "format_map") and isinstance(obj, str):
             # Jinja wraps str.format (the wrapper hides the string): check the widths here.
             _check_format_widths(obj)
         return super().getattr(obj, attribute)
-
-    def getitem(self, obj: Any, argument: Any) -> Any:
-        budget = current_budget()
-        if budget is not None:
-            budget.tick()
-        return super().getitem(obj, argument)
 
 
 # "%99999d", "%.99999f", "{:>99999}": widths/precisions that would allocate before we could count.
 _WIDE_FORMAT = re.compile(r"%[-+ #0]*(\d{5,}|\d*\.\d{5,})|\{[^{}]*:[^{}]*\d{5,}[^{}]*\}")
 
 
+@lru_cache(maxsize=1024)
 def _check_format_widths(fmt: str) -> None:
     if _WIDE_FORMAT.search(fmt):
         raise RenderLimitExceeded("format width too large")
@@ -278,10 +279,11 @@ def _counted_filter(func: Any) -> Any:
 
 def checked(func: Any, args: tuple, kwargs: dict) -> None:
     """Refuse size arguments that would allocate past the budget before we could count."""
-    budget = current_budget()
+    budget = _BUDGET.get()
     cap = budget.limits.max_bytes if budget is not None else Limits.max_bytes
-    for value in [*args[1:], *kwargs.values()]:
-        if isinstance(value, int) and not isinstance(value, bool) and value > cap:
-            raise RenderLimitExceeded("filter argument too large")
-    if getattr(func, "__name__", "") == "do_format" and args and isinstance(args[0], str):
+    for values in (args[1:], kwargs.values()):
+        for value in values:
+            if type(value) is int and value > cap:
+                raise RenderLimitExceeded("filter argument too large")
+    if args and type(args[0]) is str and func is _FORMAT_FILTER:
         _check_format_widths(args[0])
