@@ -19,12 +19,12 @@ the sender records as a failed render. Cost on the happy path: see docs/benchmar
 from __future__ import annotations
 
 import contextvars
-from functools import lru_cache
 import operator
 import re
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import jinja2
