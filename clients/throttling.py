@@ -79,7 +79,8 @@ class ClientRateThrottle(BaseThrottle):
             client_prefix=prefix, endpoint_class=endpoint_class,
             rate=rate_for(client, endpoint_class),
         )
-        request.rate_limit = self.decision
+        # The boundary middleware turns this into RateLimit-* response headers.
+        request._request.notifier_rate_limit = self.decision
         return self.decision.allowed
 
     def wait(self) -> float | None:

@@ -4,7 +4,8 @@ DRF reads the request stream itself, so Django's DATA_UPLOAD_MAX_MEMORY_SIZE nev
 views; this middleware refuses a declared body over NOTIFIER_API_MAX_BODY_BYTES with 413 before
 anything reads it. (A body without Content-Length reaches Django as empty: WSGI's LimitedStream
 reads 0 bytes, so chunked uploads cannot bypass the limit.) For /api/ paths it also turns
-Django's HTML 404/405/500 pages and dependency outages into the JSON error shape.
+Django's HTML 404/405/500 pages and dependency outages into the JSON error shape, and adds the
+RateLimit-Limit / RateLimit-Remaining / RateLimit-Policy headers of the client's window.
 """
 
 from __future__ import annotations
@@ -38,8 +39,14 @@ class ApiBoundaryMiddleware:
         too_big = self._oversize(request)
         if too_big:
             return too_big
-        response = self.get_response(request)
-        return self._shape(response)
+        response = self._shape(self.get_response(request))
+        decision = getattr(request, "notifier_rate_limit", None)
+        if decision is not None:
+            # draft-ietf-httpapi-ratelimit-headers: what is left in this client's window.
+            response["RateLimit-Limit"] = str(decision.rate.limit)
+            response["RateLimit-Remaining"] = str(max(decision.rate.limit - decision.hits, 0))
+            response["RateLimit-Policy"] = f"{decision.rate.limit};w={decision.rate.period_seconds}"
+        return response
 
     def process_exception(self, request: HttpRequest, exc: Exception) -> HttpResponse | None:
         if not request.path.startswith(API_PREFIX):

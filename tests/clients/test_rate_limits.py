@@ -24,8 +24,10 @@ def test_limited_client_gets_429_with_retry_after_and_others_are_untouched():
     _, limited_key = api_client_create(name="flood", rate_limit="3/min")
     _, other_key = api_client_create(name="calm", rate_limit="100/min")
     limited, other = _api(limited_key), _api(other_key)
-    codes = [limited.get(URL).status_code for _ in range(5)]
-    assert codes == [404, 404, 404, 429, 429]
+    responses = [limited.get(URL) for _ in range(5)]
+    assert [r.status_code for r in responses] == [404, 404, 404, 429, 429]
+    assert [r["RateLimit-Remaining"] for r in responses] == ["2", "1", "0", "0", "0"]
+    assert responses[0]["RateLimit-Limit"] == "3" and responses[0]["RateLimit-Policy"] == "3;w=60"
     refused = limited.get(URL)
     assert 1 <= int(refused["Retry-After"]) <= 60
     assert refused.json()["error"]["code"] == "rate_limited"
