@@ -30,6 +30,25 @@ _DESCRIPTIONS = {
 }
 
 
+def error_example(status: int, message: str, fields: dict | None = None) -> OpenApiExample:
+    body = {"error": {"code": _CODES[status], "message": message, "fields": fields or {}}}
+    return OpenApiExample(f"{status} {_CODES[status]}", value=body, status_codes=[str(status)],
+                          response_only=True)
+
+
+_EXAMPLES = {
+    400: error_example(400, "Invalid input in: to.", {"to": ["Enter a valid email address."]}),
+    401: error_example(401, "Invalid API key."),
+    403: error_example(403, "This API key lacks the 'send' scope."),
+    404: error_example(404, "No such template."),
+    409: error_example(409, "This Idempotency-Key was used with a different request."),
+    413: error_example(413, "Request body is 5000000 bytes; the limit is 2097152 bytes."),
+    415: error_example(415, 'Unsupported media type "text/plain" in request.'),
+    429: error_example(429, "Request was throttled. Expected available in 12 seconds."),
+    503: error_example(503, "Service temporarily unavailable (Redis); retry later."),
+}
+
+
 class ErrorDetailSerializer(serializers.Serializer):
     code = serializers.ChoiceField(choices=sorted({*_CODES.values(), "error"}))
     message = serializers.CharField()
@@ -40,12 +59,6 @@ class ErrorDetailSerializer(serializers.Serializer):
 
 class ErrorSerializer(serializers.Serializer):
     error = ErrorDetailSerializer()
-
-
-def error_example(status: int, message: str, fields: dict | None = None) -> OpenApiExample:
-    body = {"error": {"code": _CODES[status], "message": message, "fields": fields or {}}}
-    return OpenApiExample(f"{status} {_CODES[status]}", value=body, status_codes=[str(status)],
-                          response_only=True)
 
 
 IDEMPOTENCY_HEADER = OpenApiParameter(
@@ -100,7 +113,8 @@ class NotifierAutoSchema(AutoSchema):
         for status in self._error_statuses():
             if str(status) not in responses:
                 responses[str(status)] = self._get_response_for_code(
-                    OpenApiResponse(ErrorSerializer, description=_DESCRIPTIONS[status]),
+                    OpenApiResponse(ErrorSerializer, description=_DESCRIPTIONS[status],
+                                    examples=[_EXAMPLES[status]]),
                     str(status), direction=direction,
                 )
         return responses

@@ -13,7 +13,7 @@ from django.utils.html import format_html
 from notifier.admin_tools import LargeTableAdmin
 from templates.models import Template, TemplateVersion
 from templates.rendering import TemplateError, render_version, required_variables
-from templates.services import template_create, template_update
+from templates.services import template_create, template_deactivate, template_update
 
 
 class TemplateVersionInline(admin.TabularInline):
@@ -93,7 +93,8 @@ class TemplateAdmin(LargeTableAdmin):
         if not change:
             version = template_create(name=obj.name, **content)
             obj.pk, obj.created_at = version.template_id, version.template.created_at
-            obj.is_active = True
+            if not obj.is_active:
+                template_deactivate(template=obj)
             return
         obj.save()
         current = obj.current_version
