@@ -162,3 +162,17 @@ def test_large_table_admin_never_counts_the_whole_message_table(superuser_client
     assert not any(_FULL_COUNT.search(sql) for sql in _changelist_queries(MessageAdmin, user))
     filtered = _changelist_queries(MessageAdmin, user, "?status__exact=FAILED")
     assert any("LIMIT 10001" in sql for sql in filtered)   # the capped count of a filtered list
+
+
+@pytest.mark.django_db
+def test_template_admin_add_creates_version_one_and_refuses_bad_syntax(superuser_client):
+    from templates.models import Template
+
+    url = reverse("admin:templates_template_add")
+    form = {"name": "promo", "is_active": "on", "subject": "Hi {{ name }}",
+            "html_body": "<p>{{ name }}</p>", "text_body": "",
+            "versions-TOTAL_FORMS": "0", "versions-INITIAL_FORMS": "0"}
+    bad = superuser_client.post(url, {**form, "html_body": "<p>\n{% if %}"})
+    assert bad.status_code == 200 and "html_body line 2" in bad.content.decode()
+    assert superuser_client.post(url, form).status_code == 302
+    assert Template.objects.get(name="promo").current_version.required_variables == ["name"]
