@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 from clients.idempotency import idempotent
 from delivery.models import EmailMessage
 from delivery.services.messages import message_create
-from notifier.api_fields import ContextField, SafeEmailField
+from notifier.api_fields import ContextField, SafeEmailField, StrictInputMixin
 from notifier.priorities import Priority
 from templates.services import template_version_get_current
 
@@ -21,7 +21,7 @@ class MessageCreateApi(APIView):
     required_scope = "send"
     throttle_scope = "send"
 
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputMixin, serializers.Serializer):
         to = SafeEmailField()
         template = serializers.CharField(max_length=100)
         context = ContextField()

@@ -1,5 +1,6 @@
 """Bounded, injection-proof serializer fields for every API (adopt them in one line).
 
+    class InputSerializer(StrictInputMixin, serializers.Serializer):   # unknown keys -> 400
     subject = SafeLineField(max_length=255)          # one header-safe line
     to = SafeEmailField()                            # an address that cannot smuggle headers
     recipients = RecipientListField()                # at most NOTIFIER_API_MAX_RECIPIENTS
@@ -152,3 +153,16 @@ class ContextField(serializers.DictField):
 
     def to_internal_value(self, data: Any) -> dict:
         return validate_context(super().to_internal_value(data))
+
+
+class StrictInputMixin:
+    """Refuse unknown keys (400 naming them) instead of silently ignoring them, so a caller who
+    sends `headers` or `bcc` where none are accepted learns it. The schema says
+    `additionalProperties: false` for these serializers (notifier/api_schema.py)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))  # type: ignore[attr-defined]
+            if unknown:
+                raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
+        return super().to_internal_value(data)  # type: ignore[misc]

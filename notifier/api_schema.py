@@ -96,6 +96,14 @@ class NotifierAutoSchema(AutoSchema):
         extra = [IDEMPOTENCY_HEADER] if _is_idempotent(self) else []
         return [*super().get_override_parameters(), *extra]
 
+    def _map_basic_serializer(self, serializer: Any, direction: str) -> dict:
+        schema = super()._map_basic_serializer(serializer, direction)
+        from notifier.api_fields import StrictInputMixin
+
+        if direction == "request" and isinstance(serializer, StrictInputMixin):
+            schema["additionalProperties"] = False
+        return schema
+
     def _error_statuses(self) -> list[int]:
         statuses = [400, 429, 503]
         if self.get_auth():

@@ -21,7 +21,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from clients.idempotency import idempotent
-from notifier.api_fields import ContextField, SafeLineField
+from notifier.api_fields import ContextField, SafeLineField, StrictInputMixin
 from notifier.api_pagination import IdCursorPagination
 from templates.models import Template, TemplateVersion
 from templates.rendering import TemplateError, missing_variables, render_version, variant_for_locale
@@ -36,7 +36,7 @@ EXAMPLE = {"name": "welcome", "subject": "Welcome, {{ name }}",
                                "html_body": "<h1>Bonjour {{ name }}</h1><p>Code : {{ code }}</p>"}}}
 
 
-class ContentSerializer(serializers.Serializer):
+class ContentSerializer(StrictInputMixin, serializers.Serializer):
     subject = SafeLineField(max_length=998)
     html_body = serializers.CharField(max_length=MAX_BODY, trim_whitespace=False)
     text_body = serializers.CharField(max_length=MAX_BODY, required=False, default="",
@@ -156,7 +156,7 @@ class TemplateRenderApi(generics.GenericAPIView):
     required_scope = ("send", "campaigns")
     throttle_scope = "templates"
 
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputMixin, serializers.Serializer):
         context = ContextField()
         locale = serializers.RegexField(LOCALE, required=False, allow_blank=True, default="",
                                         max_length=16)

@@ -124,3 +124,10 @@ def test_recipients_per_call_are_bounded(settings):
 @pytest.mark.parametrize("value", ["Order 42 \u2013 confirmed", "50% off", "a%20b", "=?utf-8?q?Caf=C3=A9?="])
 def test_ordinary_text_is_not_mistaken_for_injection(value):
     assert not has_line_break(value)
+
+
+@pytest.mark.parametrize("extra", [{"headers": {"Bcc": "v@example.com"}}, {"bcc": "v@example.com"}])
+def test_unknown_fields_are_refused_not_ignored(api, otp_template, extra):
+    error = _assert_error(api.post("/api/v1/messages", {**OTP, **extra}, format="json"), 400, "invalid")
+    assert set(extra) <= set(error["fields"])
+    assert not EmailMessage.objects.exists()
