@@ -7,15 +7,14 @@ import pytest
 import requests
 
 from clients.services import api_client_create
-from tests.clients.test_rate_limits_concurrent import _gunicorn, _wait_until_serving
-from tests.support import processes
+from tests.support import processes, web
 from tests.support.ports import free_port
 
 
 def _serve(spawn, tmp_path, **env: str) -> int:
     port = free_port()
-    spawn(_gunicorn(port, processes.subprocess_env(**env), tmp_path))
-    _wait_until_serving(port)
+    spawn(web.gunicorn(port, processes.subprocess_env(**env), tmp_path))
+    web.wait_until_serving(port)
     return port
 
 

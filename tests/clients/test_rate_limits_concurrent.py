@@ -6,7 +6,6 @@ gets exactly its quota (the Lua script is atomic, the clock is Redis's), the oth
 
 from __future__ import annotations
 
-import sys
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -15,28 +14,11 @@ import pytest
 import requests
 
 from clients.services import api_client_create
-from tests.support import processes
+from tests.support import processes, web
 from tests.support.ports import free_port
 
 QUOTA = 40
 PER_CLIENT = 300
-
-
-def _gunicorn(port: int, env: dict[str, str], log_dir) -> processes.ManagedProcess:
-    argv = [sys.executable, "-m", "gunicorn", "notifier.wsgi", "--bind", f"127.0.0.1:{port}",
-            "--workers", "2", "--threads", "4", "--worker-class", "gthread", "--timeout", "60"]
-    return processes.ManagedProcess(f"web-{port}", argv, env, log_dir)
-
-
-def _wait_until_serving(port: int, timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            requests.get(f"http://127.0.0.1:{port}/api/v1/messages/1", timeout=10)
-            return
-        except requests.RequestException:  # not listening yet, or still importing Django
-            time.sleep(0.2)
-    raise TimeoutError(f"gunicorn on {port} did not start")
 
 
 @pytest.mark.django_db(transaction=True)
@@ -46,9 +28,9 @@ def test_limited_client_gets_exactly_its_quota_across_processes(spawn, tmp_path)
     env = processes.subprocess_env()
     ports = [free_port(), free_port()]
     for port in ports:
-        spawn(_gunicorn(port, env, tmp_path))
+        spawn(web.gunicorn(port, env, tmp_path))
     for port in ports:
-        _wait_until_serving(port)
+        web.wait_until_serving(port)
 
     jobs = [(key, ports[n % 2]) for n in range(PER_CLIENT) for key in (limited_key, calm_key)]
 
