@@ -220,12 +220,13 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
             budget.spend_bytes(len(result))
         return result
 
-    def getattr(self, obj: Any, attribute: str) -> Any:
-        # Attribute access is not ticked (hot path; bounded by the loop and call ticks).
-        if attribute in ("format", "format_map") and isinstance(obj, str):
-            # Jinja wraps str.format (the wrapper hides the string): check the widths here.
-            _check_format_widths(obj)
-        return super().getattr(obj, attribute)
+    def wrap_str_format(self, value: Any) -> Any:
+        """Jinja hands every attribute through here and wraps `str.format` (the wrapper hides
+        the string): check the widths of the format string first."""
+        wrapped = super().wrap_str_format(value)
+        if wrapped is not None:
+            _check_format_widths(value.__self__)
+        return wrapped
 
 
 # "%99999d", "%.99999f", "{:>99999}": widths/precisions that would allocate before we could count.
