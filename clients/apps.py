@@ -6,4 +6,5 @@ class ClientsConfig(AppConfig):
     verbose_name = "API clients"
 
     def ready(self) -> None:
-        from clients import schema  # noqa: F401 - registers the OpenAPI auth extension
+        from clients import checks, schema  # noqa: F401 - register the system check and the
+        # OpenAPI auth extension

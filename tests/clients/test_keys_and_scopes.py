@@ -137,3 +137,16 @@ def test_last_used_is_written_at_most_once_a_minute(django_assert_max_num_querie
     ApiClient.objects.filter(pk=client.pk).update(last_used_at=stale)
     api.get("/api/v1/messages/999")
     assert ApiClient.objects.get(pk=client.pk).last_used_at > stale
+
+
+def test_system_check_flags_api_views_without_a_scope():
+    from clients.checks import _unscoped, api_views_declare_a_scope
+
+    class Unscoped(APIView):
+        pass
+
+    class Scoped(APIView):
+        required_scope = "send"
+
+    assert _unscoped(Unscoped) and not _unscoped(Scoped) and not _unscoped(_ReportView)
+    assert api_views_declare_a_scope(None) == []      # every API view of this branch has one
