@@ -132,9 +132,17 @@ class TemplateDetailApi(generics.GenericAPIView):
     throttle_scope = "templates"
     serializer_class = TemplateOutputSerializer
 
-    @extend_schema(summary="A template's current version", responses={200: TemplateOutputSerializer})
+    class VersionQuerySerializer(StrictInputMixin, serializers.Serializer):
+        version = serializers.IntegerField(required=False, min_value=1, max_value=2**31 - 1,
+                                           help_text="An older version (default: the current one).")
+
+    @extend_schema(summary="A template's current (or a given) version",
+                   parameters=[VersionQuerySerializer], responses={200: TemplateOutputSerializer})
     def get(self, request: Request, template_id: int) -> Response:
-        version = template_version_get(template=template_get_active(template_id=template_id))
+        query = self.VersionQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        template = template_get_active(template_id=template_id)
+        version = template_version_get(template=template, number=query.validated_data.get("version"))
         return Response(TemplateOutputSerializer(version).data)
 
     @extend_schema(summary="Add a version (versions are immutable)", request=VersionInputSerializer,

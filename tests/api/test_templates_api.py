@@ -39,6 +39,9 @@ def test_put_adds_a_version_and_never_edits_one(api, welcome):
     first = TemplateVersion.objects.get(template_id=welcome["id"], version=1, locale="")
     assert first.subject == "Welcome {{ name }}"             # version 1 untouched
     assert api.get(url).json()["subject"] == "Hi {{ name }}"
+    assert api.get(f"{url}?version=1").json()["subject"] == "Welcome {{ name }}"
+    assert api.get(f"{url}?version=9").status_code == 404
+    assert api.get(f"{url}?version=x").status_code == 400
 
 
 def test_list_is_paginated_by_cursor(api):
