@@ -1,4 +1,8 @@
-"""DRF authentication by `Authorization: Api-Key <key>`."""
+"""DRF authentication by `Authorization: Api-Key <key>`.
+
+The key is looked up by its public prefix and checked against the stored SHA-512 hash with a
+constant-time compare (djangorestframework-api-key); revoked and expired keys are refused (401).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
 from clients.models import ApiClient
+from clients.services import api_client_touch
 
 KEYWORD = "Api-Key"
 
@@ -23,8 +28,11 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
             client = ApiClient.objects.get_from_key(key)
         except ApiClient.DoesNotExist:
             raise exceptions.AuthenticationFailed("Invalid API key.") from None
-        if not client.is_valid(key):
-            raise exceptions.AuthenticationFailed("Invalid API key.")
+        # get_from_key already checked the hash; it does not check expiry (is_valid on the
+        # model is only the hash), so an expired key must be refused here.
+        if client.has_expired:
+            raise exceptions.AuthenticationFailed("API key has expired.")
+        api_client_touch(client=client)
         return client, client
 
     def authenticate_header(self, request: Request) -> str:

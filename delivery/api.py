@@ -2,27 +2,29 @@
 
 from __future__ import annotations
 
-import json
-
+from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers, status
 from rest_framework.generics import get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from clients.idempotency import idempotent
 from delivery.models import EmailMessage
 from delivery.services.messages import message_create
+from notifier.api_fields import ContextField, SafeEmailField, StrictInputMixin
 from notifier.priorities import Priority
 from templates.services import template_version_get_current
 
-MAX_CONTEXT_BYTES = 64 * 1024
-
 
 class MessageCreateApi(APIView):
-    class InputSerializer(serializers.Serializer):
-        to = serializers.EmailField(max_length=254)
+    required_scope = "send"
+    throttle_scope = "send"
+
+    class InputSerializer(StrictInputMixin, serializers.Serializer):
+        to = SafeEmailField()
         template = serializers.CharField(max_length=100)
-        context = serializers.DictField(required=False, default=dict)
+        context = ContextField()
         priority = serializers.ChoiceField(choices=[p.label for p in Priority], default="high")
         idempotency_key = serializers.CharField(max_length=200, required=False)
 
@@ -32,11 +34,6 @@ class MessageCreateApi(APIView):
                 raise serializers.ValidationError(f"No active template {value!r}.")
             return version
 
-        def validate_context(self, value: dict) -> dict:
-            if len(json.dumps(value, default=str)) > MAX_CONTEXT_BYTES:
-                raise serializers.ValidationError("Context is larger than 64 KiB.")
-            return value
-
         def validate(self, attrs: dict) -> dict:
             missing = sorted(set(attrs["template"].required_variables) - set(attrs["context"]))
             if missing:
@@ -45,6 +42,26 @@ class MessageCreateApi(APIView):
                 )
             return attrs
 
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.IntegerField()
+        status = serializers.ChoiceField(choices=EmailMessage.Status.choices)
+
+    @extend_schema(
+        summary="Send one transactional email",
+        description="Queues one message built from a template. `template` is a template id or "
+                    "name; `context` must hold every variable the template uses. The body field "
+                    "`idempotency_key` and the `Idempotency-Key` header both make retries safe.",
+        request=InputSerializer,
+        responses={202: OutputSerializer},
+        examples=[
+            OpenApiExample("OTP", request_only=True, value={
+                "to": "ada@example.com", "template": "otp", "priority": "critical",
+                "context": {"name": "Ada", "code": "123456"}}),
+            OpenApiExample("Queued", response_only=True, status_codes=["202"],
+                           value={"id": 42, "status": "QUEUED"}),
+        ],
+    )
+    @idempotent
     def post(self, request: Request) -> Response:
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -64,6 +81,9 @@ class MessageCreateApi(APIView):
 
 
 class MessageDetailApi(APIView):
+    required_scope = "send"
+    throttle_scope = "send"
+
     class OutputSerializer(serializers.ModelSerializer):
         priority = serializers.SerializerMethodField()
         template = serializers.CharField(source="template_version.template.name")
@@ -80,6 +100,8 @@ class MessageDetailApi(APIView):
         def get_priority(self, message: EmailMessage) -> str:
             return Priority(message.priority).label
 
+    @extend_schema(summary="A message's status, provider and timestamps",
+                   responses={200: OutputSerializer})
     def get(self, request: Request, message_id: int) -> Response:
         queryset = EmailMessage.objects.select_related("template_version__template")
         message = get_object_or_404(queryset, pk=message_id, client=request.user)

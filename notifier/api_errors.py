@@ -2,12 +2,19 @@
 
 `fields` maps each offending input field to its messages, so a caller can tell exactly what to
 fix. Non-field errors from serializers appear under "non_field_errors".
+
+A dependency outage (PostgreSQL or Redis unreachable) is a 503 with `Retry-After`, never a 500:
+the request was fine, the service is degraded. Errors raised outside DRF (URL not found, body
+too large) get the same shape from `notifier.api_middleware`.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+import redis
+from django.db import DatabaseError, InterfaceError, OperationalError
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -45,7 +52,33 @@ def error_body(code: str, message: str, fields: dict[str, Any] | None = None) ->
     return {"error": {"code": code, "message": message, "fields": fields or {}}}
 
 
+logger = logging.getLogger(__name__)
+# Errors that mean "a dependency is down", not "the request is bad".
+OUTAGE_ERRORS: tuple[type[Exception], ...] = (
+    OperationalError, InterfaceError, redis.ConnectionError, redis.TimeoutError,
+    redis.BusyLoadingError, redis.ReadOnlyError,
+)
+OUTAGE_RETRY_AFTER_SECONDS = 5
+
+
+def outage_response(exc: Exception) -> Response:
+    """503 in the error shape, for a dependency outage anywhere in a request."""
+    logger.warning("dependency unavailable: %s: %s", type(exc).__name__, exc)
+    which = "Redis" if isinstance(exc, redis.RedisError) else "the database"
+    body = error_body("unavailable", f"Service temporarily unavailable ({which}); retry later.")
+    return Response(body, status=status.HTTP_503_SERVICE_UNAVAILABLE,
+                    headers={"Retry-After": str(OUTAGE_RETRY_AFTER_SECONDS)})
+
+
+def is_outage(exc: Exception) -> bool:
+    return isinstance(exc, OUTAGE_ERRORS) or (
+        isinstance(exc, DatabaseError) and "connection" in str(exc).lower()
+    )
+
+
 def exception_handler(exc: Exception, context: dict) -> Response | None:
+    if is_outage(exc):
+        return outage_response(exc)
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
@@ -56,6 +89,6 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
         message = f"Invalid input in: {names}."
     else:
         fields = {}
-        message = " ".join(_flatten(getattr(exc, "detail", str(exc))))
+        message = " ".join(_flatten(getattr(exc, "detail", str(exc)))) or "Not found."
     response.data = error_body(code, message, fields)
     return response

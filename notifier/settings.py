@@ -42,6 +42,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework_api_key",
     "django_celery_beat",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI / Redoc assets served locally, no CDN
     "clients",
     "templates",
     "campaigns",
@@ -52,6 +54,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # /api/ only: 413 before the body is read, JSON error shape for non-DRF errors.
+    "notifier.api_middleware.ApiBoundaryMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -185,18 +189,63 @@ NOTIFIER_RATE_LIMIT_CACHE_SECONDS = env.float("NOTIFIER_RATE_LIMIT_CACHE_SECONDS
 NOTIFIER_RATE_LIMIT_INLINE_WAIT_SECONDS = env.float("NOTIFIER_RATE_LIMIT_INLINE_WAIT_SECONDS", default=0.5)
 NOTIFIER_RATE_LIMIT_P0_RESERVE = env.float("NOTIFIER_RATE_LIMIT_P0_RESERVE", default=0.2)
 NOTIFIER_RATE_LIMIT_SHRINK_SECONDS = env.float("NOTIFIER_RATE_LIMIT_SHRINK_SECONDS", default=60.0)
+# --- Templates (sandbox budgets per render, templates/sandbox.py) -----------------------------
+NOTIFIER_TEMPLATE_RENDER_SECONDS = env.float("NOTIFIER_TEMPLATE_RENDER_SECONDS", default=0.5)
+NOTIFIER_TEMPLATE_MAX_LOOP_ITERATIONS = env.int("NOTIFIER_TEMPLATE_MAX_LOOP_ITERATIONS", default=20_000)
+NOTIFIER_TEMPLATE_MAX_OUTPUT_BYTES = env.int("NOTIFIER_TEMPLATE_MAX_OUTPUT_BYTES", default=2 * 1024 * 1024)
 
 # --- API ---------------------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["clients.authentication.ApiKeyAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        # Enforces a view's `required_scope` (clients/scopes.py); views without one stay open
+        # to every authenticated client.
+        "clients.scopes.HasViewScope",
+    ],
+    # JSON only (anything else is a 415); deep nesting is a 400, not a RecursionError 500.
+    "DEFAULT_PARSER_CLASSES": ["notifier.api_parsers.SafeJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "notifier.api_errors.exception_handler",
+    # Per-client limits shared by every web process (clients/throttling.py).
+    "DEFAULT_THROTTLE_CLASSES": ["clients.throttling.ClientRateThrottle"],
+    # OpenAPI 3 with the shared error responses (notifier/api_schema.py).
+    "DEFAULT_SCHEMA_CLASS": "notifier.api_schema.NotifierAutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
-API_KEY_CUSTOM_HEADER = None  # keys travel as "Authorization: Api-Key <key>"
+# Rates in DRF notation (N/s, N/min, N/hour, N/day); a client's own rate overrides these.
+NOTIFIER_API_DEFAULT_RATE = env.str("NOTIFIER_API_DEFAULT_RATE", default="600/min")
+# Per endpoint class, e.g. "send=100/s,templates=60/min".
+NOTIFIER_API_RATES = env.dict("NOTIFIER_API_RATES", default={})
+# How long an Idempotency-Key's stored response is replayed (clients/idempotency.py).
+NOTIFIER_IDEMPOTENCY_TTL_SECONDS = env.int("NOTIFIER_IDEMPOTENCY_TTL_SECONDS", default=24 * 3600)
+API_KEY_CUSTOM_HEADER = None
+SPECTACULAR_SETTINGS = {
+    "TITLE": "notifier API",
+    "DESCRIPTION": "Send email through notifier. Guide: docs/api.md. Every error has the shape "
+                   '{"error": {"code", "message", "fields"}}.',
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_AUTHENTICATION": [],
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+    "ENUM_NAME_OVERRIDES": {"ErrorCodeEnum": "notifier.api_schema.ERROR_CODES"},
+    "PATH_CONVERTER_OVERRIDES": {"id": {"type": "integer", "minimum": 0, "maximum": 10**18 - 1}},
+}  # keys travel as "Authorization: Api-Key <key>"
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("NOTIFIER_MAX_BODY_BYTES", default=10 * 1024 * 1024)
+# Largest API request body (413 above it): two 512 KiB template bodies plus JSON overhead.
+NOTIFIER_API_MAX_BODY_BYTES = env.int("NOTIFIER_API_MAX_BODY_BYTES", default=2 * 1024 * 1024)
+# Bounded input (notifier/api_fields.py): recipients per inline call, template context size,
+# and the only custom headers a caller may set.
+NOTIFIER_API_MAX_RECIPIENTS = env.int("NOTIFIER_API_MAX_RECIPIENTS", default=50)
+NOTIFIER_API_MAX_CONTEXT_BYTES = env.int("NOTIFIER_API_MAX_CONTEXT_BYTES", default=64 * 1024)
+NOTIFIER_API_ALLOWED_HEADERS = env.list(
+    "NOTIFIER_API_ALLOWED_HEADERS",
+    default=["Reply-To", "X-Entity-Ref-ID", "X-Campaign", "X-Tag", "X-Priority", "X-Order-Id"],
+)
 
 # --- Static files, i18n, logging -------------------------------------------------------------
 STATIC_URL = "static/"

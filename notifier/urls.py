@@ -1,19 +1,34 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import path, register_converter
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from delivery.api import MessageCreateApi, MessageDetailApi
 from delivery.provider_api import ProviderListApi
 from notifier.health import healthz
-from templates.api import TemplateCreateApi
+from notifier.url_converters import IdConverter
+from templates.api import TemplateDetailApi, TemplateListCreateApi, TemplateRenderApi
+
+# <id:pk> matches at most 18 digits: a bigger number is a 404, never a bigint overflow 500.
+register_converter(IdConverter, "id")
 
 api_v1 = [
-    path("api/v1/templates", TemplateCreateApi.as_view(), name="template-create"),
+    path("api/v1/templates", TemplateListCreateApi.as_view(), name="template-list"),
+    path("api/v1/templates/<id:template_id>", TemplateDetailApi.as_view(), name="template-detail"),
+    path("api/v1/templates/<id:template_id>/render", TemplateRenderApi.as_view(),
+         name="template-render"),
     path("api/v1/messages", MessageCreateApi.as_view(), name="message-create"),
-    path("api/v1/messages/<int:message_id>", MessageDetailApi.as_view(), name="message-detail"),
+    path("api/v1/messages/<id:message_id>", MessageDetailApi.as_view(), name="message-detail"),
     path("api/v1/providers", ProviderListApi.as_view(), name="provider-list"),
 ]
 
+api_docs = [
+    path("api/v1/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/v1/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
+]
+
 urlpatterns = [
+    *api_docs,
     *api_v1,
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),

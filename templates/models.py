@@ -18,13 +18,16 @@ class Template(models.Model):
         return self.name
 
     @property
-    def current_version(self) -> TemplateVersion:
-        return self.versions.order_by("-version").first()
+    def current_version(self) -> TemplateVersion | None:
+        return self.versions.filter(locale="").order_by("-version").first()
 
 
 class TemplateVersion(models.Model):
     template = models.ForeignKey(Template, on_delete=models.PROTECT, related_name="versions")
     version = models.PositiveIntegerField()
+    # "" is the default content; "fr", "pt-BR"... are variants of the same version, chosen by
+    # the contact's locale with a fallback to the language, then to the default.
+    locale = models.CharField(max_length=16, blank=True, default="")
     subject = models.CharField(max_length=998)
     html_body = models.TextField()
     text_body = models.TextField(blank=True, default="")
@@ -35,8 +38,16 @@ class TemplateVersion(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["template", "version"], name="template_version_unique")
+            models.UniqueConstraint(fields=["template", "version", "locale"],
+                                    name="template_version_locale_unique")
         ]
 
     def __str__(self) -> str:
-        return f"{self.template.name} v{self.version}"
+        suffix = f" [{self.locale}]" if self.locale else ""
+        return f"{self.template.name} v{self.version}{suffix}"
+
+    def siblings(self) -> models.QuerySet[TemplateVersion]:
+        """Every locale variant of this version, the default ("") first."""
+        return TemplateVersion.objects.filter(
+            template_id=self.template_id, version=self.version
+        ).order_by("locale")

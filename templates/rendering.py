@@ -1,30 +1,44 @@
-"""Render an email's subject, text and HTML from a template version, safely.
+"""Render an email's subject, text and HTML from a template version, safely. The one render path.
 
-One sandboxed Jinja2 environment per part: HTML autoescapes merge values, subject and text do
-not (they are not HTML). Undefined variables raise instead of rendering blanks. CSS is inlined
-(css-inline) because most mail clients drop <style>; the text part is derived from the HTML with
-inscriptis when the template has none. Compiled templates are cached per version id, so a batch
-compiles once and renders many times.
+The sender and the API both come here: `render_version(version, context, locale=...)` picks the
+locale variant (contact locale "fr-CA" -> variant "fr-CA", else "fr", else the default), and
+`render(compile_version(...), context)` renders compiled parts. Environments are sandboxed with
+budgets (templates/sandbox.py): no attribute escapes, bounded loops, calls, output size and time.
+HTML autoescapes merge values, subject and text do not (they are not HTML). Undefined variables
+raise instead of rendering blanks. CSS is inlined (css-inline) because most mail clients drop
+<style>; the text part is derived from the HTML with inscriptis when the template has none.
+Compiled templates are cached per version id: a batch compiles once and renders many times.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import css_inline
 import jinja2
+from django.conf import settings
 from inscriptis import get_text
 from jinja2 import meta
-from jinja2.sandbox import SandboxedEnvironment
 
-_HTML_ENV = SandboxedEnvironment(autoescape=True, undefined=jinja2.StrictUndefined)
-_TEXT_ENV = SandboxedEnvironment(autoescape=False, undefined=jinja2.StrictUndefined)
+from templates.sandbox import BoundedSandbox, Limits, RenderLimitExceeded, budget_scope, current_budget
+
+if TYPE_CHECKING:
+    from templates.models import TemplateVersion
+
+_HTML_ENV = BoundedSandbox(autoescape=True, undefined=jinja2.StrictUndefined)
+_TEXT_ENV = BoundedSandbox(autoescape=False, undefined=jinja2.StrictUndefined)
 _INLINER = css_inline.CSSInliner(load_remote_stylesheets=False)
+_GLOBALS = frozenset(_HTML_ENV.globals)
+# What a render may raise on hostile or broken input; all become TemplateError.
+_RENDER_ERRORS = (jinja2.TemplateError, ValueError, TypeError, ArithmeticError, LookupError,
+                  AttributeError, RecursionError, MemoryError)
 
 
 class TemplateError(ValueError):
-    """A template that does not parse, or a render that failed (e.g. a missing variable)."""
+    """A template that does not parse, or a render that failed (missing variable, over a limit)."""
 
 
 @dataclass(frozen=True)
@@ -41,15 +55,25 @@ class CompiledTemplate:
     html: jinja2.Template
 
 
+def render_limits() -> Limits:
+    return Limits(
+        seconds=settings.NOTIFIER_TEMPLATE_RENDER_SECONDS,
+        max_iterations=settings.NOTIFIER_TEMPLATE_MAX_LOOP_ITERATIONS,
+        max_bytes=settings.NOTIFIER_TEMPLATE_MAX_OUTPUT_BYTES,
+    )
+
+
 def required_variables(*, subject: str, html_body: str, text_body: str = "") -> list[str]:
-    """Top-level variables the template reads; raises TemplateError on a syntax error."""
+    """Top-level variables the template reads; raises TemplateError naming part and line."""
     names: set[str] = set()
-    for source, env in ((subject, _TEXT_ENV), (text_body, _TEXT_ENV), (html_body, _HTML_ENV)):
+    parts = (("subject", subject, _TEXT_ENV), ("text_body", text_body, _TEXT_ENV),
+             ("html_body", html_body, _HTML_ENV))
+    for part, source, env in parts:
         try:
             names |= meta.find_undeclared_variables(env.parse(source))
         except jinja2.TemplateSyntaxError as exc:
-            raise TemplateError(f"line {exc.lineno}: {exc.message}") from exc
-    return sorted(names)
+            raise TemplateError(f"{part} line {exc.lineno}: {exc.message}") from exc
+    return sorted(names - _GLOBALS)
 
 
 @lru_cache(maxsize=512)
@@ -62,12 +86,61 @@ def compile_version(version_id: int, subject: str, html_body: str, text_body: st
     )
 
 
-def render(compiled: CompiledTemplate, context: dict) -> RenderedEmail:
-    """Render all parts; the subject is folded onto one line so no value can inject headers."""
+def _bounded(chunks: Iterable[str]) -> Iterator[str]:
+    """The top-level output stream, counted chunk by chunk against the render's budget."""
+    budget = current_budget()
+    for chunk in chunks:
+        if budget is not None:
+            budget.spend_bytes(len(chunk))
+        yield chunk
+
+
+def _render_part(template: jinja2.Template, context: dict) -> str:
+    return "".join(_bounded(template.generate(context)))
+
+
+def render(compiled: CompiledTemplate, context: dict, *, limits: Limits | None = None) -> RenderedEmail:
+    """Render all parts within one budget; the subject is folded onto one line (no injection)."""
+    limits = limits or render_limits()
     try:
-        subject = " ".join(compiled.subject.render(context).split())
-        html = _INLINER.inline(compiled.html.render(context))
-        text = compiled.text.render(context) if compiled.text else get_text(html).strip()
-    except (jinja2.TemplateError, ValueError, TypeError) as exc:
-        raise TemplateError(str(exc)) from exc
+        with budget_scope(limits):
+            subject = " ".join(_render_part(compiled.subject, context).split())
+            html = _render_part(compiled.html, context)
+            text = _render_part(compiled.text, context) if compiled.text else None
+        html = _INLINER.inline(html)
+        text = text if text is not None else get_text(html).strip()
+    except RenderLimitExceeded as exc:
+        raise TemplateError(f"template stopped: {exc}") from exc
+    except _RENDER_ERRORS as exc:
+        raise TemplateError(str(exc) or type(exc).__name__) from exc
     return RenderedEmail(subject=subject, text=text, html=html)
+
+
+def _normalise(locale: str) -> str:
+    return locale.strip().replace("_", "-").lower()
+
+
+def choose_variant(variants: list[TemplateVersion], locale: str) -> TemplateVersion:
+    """Exact locale, then its language, then the default (locale "") variant."""
+    by_locale = {_normalise(v.locale): v for v in variants}
+    wanted = _normalise(locale or "")
+    for candidate in (wanted, wanted.split("-")[0], ""):
+        if candidate in by_locale:
+            return by_locale[candidate]
+    return variants[0]
+
+
+def variant_for_locale(version: TemplateVersion, locale: str) -> TemplateVersion:
+    """The row of this version to render for a contact with `locale` ("" -> the row itself)."""
+    return choose_variant(list(version.siblings()), locale) if locale else version
+
+
+def render_version(version: TemplateVersion, context: dict, *, locale: str = "") -> RenderedEmail:
+    """Render the variant of `version` that suits `locale` (the sender and previews call this)."""
+    variant = variant_for_locale(version, locale)
+    compiled = compile_version(variant.id, variant.subject, variant.html_body, variant.text_body)
+    return render(compiled, context)
+
+
+def missing_variables(version: TemplateVersion, context: dict) -> list[str]:
+    return sorted(set(version.required_variables) - set(context))

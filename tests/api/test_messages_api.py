@@ -57,7 +57,9 @@ def test_template_create_returns_first_version(api):
     response = api.post("/api/v1/templates", {"name": "receipt", "subject": "Receipt {{ n }}",
                                              "html_body": "<p>{{ total }}</p>"}, format="json")
     assert response.status_code == 201
-    assert response.json() == {"id": Template.objects.get().id, "name": "receipt", "version": 1}
+    body = response.json()
+    assert (body["id"], body["name"], body["version"]) == (Template.objects.get().id, "receipt", 1)
+    assert body["variables"] == ["n", "total"]
 
 
 def test_template_syntax_error_is_a_400_with_the_line(api):

@@ -1,0 +1,189 @@
+"""`Idempotency-Key` for every POST that creates something, as a one-line decorator or mixin.
+
+    class WidgetCreateApi(APIView):
+        @idempotent
+        def post(self, request): ...
+
+    class WidgetCreateApi(IdempotentMixin, APIView): ...      # every POST of the view
+
+Semantics (as Stripe's and the IETF draft-ietf-httpapi-idempotency-key-header):
+- no header: the request runs as usual;
+- same client + key + same request (method, path, JSON body): the first 2xx response is
+  replayed (status and body) with `Idempotent-Replayed: true`, and nothing runs again;
+- same key, different request: 409;
+- same key while the first is still running: 409 with Retry-After, so concurrent duplicates
+  cannot both run (the unique (client, key) row is the lock);
+- a 4xx/5xx first answer is not kept: the caller may fix the request and retry with the key.
+Records live 24 h (NOTIFIER_IDEMPOTENCY_TTL_SECONDS) in PostgreSQL (the system of record); the
+handler and the record's completion commit in one transaction, so a crash leaves neither.
+Redis is a fast path for replays only and is best-effort (a Redis outage falls back to SQL):
+
+    notifier:idem-http:<client prefix>:<sha256 of key>   JSON {fp, status, body}, TTL 24 h
+    $ redis-cli GET notifier:idem-http:Ab12Cd34:9f86d0...
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import redis
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from rest_framework import exceptions, serializers, status
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from clients.models import ApiClient, IdempotencyRecord
+from notifier.redis_client import get_redis, redis_key
+
+logger = logging.getLogger(__name__)
+HEADER = "Idempotency-Key"
+REPLAYED_HEADER = "Idempotent-Replayed"
+IN_PROGRESS_LEASE = timedelta(seconds=60)
+
+
+class IdempotencyConflict(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conflict"
+
+
+def _validated_key(raw: str) -> str:
+    if not (1 <= len(raw) <= 255) or not raw.isascii() or not raw.isprintable():
+        raise serializers.ValidationError(
+            {HEADER: ["Must be 1-255 printable ASCII characters (a UUID is ideal)."]}
+        )
+    return raw
+
+
+def request_fingerprint(request: Request) -> str:
+    body = json.dumps(request.data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(f"{request.method} {request.path}\n{body}".encode()).hexdigest()
+
+
+def _cache_key(client: ApiClient, key: str) -> str:
+    return redis_key("idem-http", client.prefix, hashlib.sha256(key.encode()).hexdigest())
+
+
+def _cache_get(client: ApiClient, key: str) -> dict | None:
+    try:
+        raw = get_redis().get(_cache_key(client, key))
+    except redis.RedisError as exc:
+        logger.warning("idempotency fast path unavailable: %s", exc)
+        return None
+    return json.loads(raw) if raw else None
+
+
+def _cache_put(client: ApiClient, key: str, record: IdempotencyRecord) -> None:
+    payload = {"fp": record.fingerprint, "status": record.status_code, "body": record.response_body}
+    try:
+        get_redis().set(_cache_key(client, key), json.dumps(payload),
+                        ex=settings.NOTIFIER_IDEMPOTENCY_TTL_SECONDS)
+    except redis.RedisError as exc:
+        logger.warning("idempotency fast path unavailable: %s", exc)
+
+
+def _replay(fingerprint: str, stored_fp: str, status_code: int, body: Any) -> Response:
+    if stored_fp != fingerprint:
+        raise IdempotencyConflict(f"This {HEADER} was used with a different request.")
+    return Response(body, status=status_code, headers={REPLAYED_HEADER: "true"})
+
+
+def idempotency_record_claim(*, client: ApiClient, key: str, fingerprint: str
+                             ) -> IdempotencyRecord | Response:
+    """The new in-progress record to run under, or the stored response to replay."""
+    now = timezone.now()
+    expires = now + timedelta(seconds=settings.NOTIFIER_IDEMPOTENCY_TTL_SECONDS)
+    for _ in range(2):
+        try:
+            with transaction.atomic():
+                return IdempotencyRecord.objects.create(
+                    client=client, key=key, fingerprint=fingerprint, locked_at=now, expires_at=expires
+                )
+        except IntegrityError:
+            existing = IdempotencyRecord.objects.filter(client=client, key=key).first()
+        if existing is None or existing.expires_at <= now:
+            IdempotencyRecord.objects.filter(client=client, key=key, expires_at__lte=now).delete()
+            continue
+        if existing.status_code is not None:
+            _cache_put(client, key, existing)
+            return _replay(fingerprint, existing.fingerprint, existing.status_code,
+                           existing.response_body)
+        if existing.fingerprint != fingerprint:
+            raise IdempotencyConflict(f"This {HEADER} was used with a different request.")
+        # A first request that died without finishing gives up its lease.
+        taken = IdempotencyRecord.objects.filter(
+            pk=existing.pk, status_code__isnull=True, locked_at=existing.locked_at,
+            locked_at__lt=now - IN_PROGRESS_LEASE,
+        ).update(locked_at=now)
+        if taken:
+            existing.locked_at = now
+            return existing
+        exc = IdempotencyConflict(f"A request with this {HEADER} is still in progress; retry later.")
+        exc.wait = 1
+        raise exc
+    raise IdempotencyConflict(f"This {HEADER} could not be claimed; retry.")
+
+
+def run_idempotently(handler: Callable[[], Response], request: Request) -> Response:
+    raw = request.META.get("HTTP_IDEMPOTENCY_KEY")
+    client = request.user
+    if raw is None or not isinstance(client, ApiClient):
+        return handler()
+    key = _validated_key(raw)
+    fingerprint = request_fingerprint(request)
+    cached = _cache_get(client, key)
+    if cached:
+        return _replay(fingerprint, cached["fp"], cached["status"], cached["body"])
+    claimed = idempotency_record_claim(client=client, key=key, fingerprint=fingerprint)
+    if isinstance(claimed, Response):
+        return claimed
+    try:
+        with transaction.atomic():
+            response = handler()
+            if 200 <= response.status_code < 300:
+                claimed.status_code = response.status_code
+                # Through the JSON renderer, so dates and decimals store as they were sent.
+                claimed.response_body = json.loads(JSONRenderer().render(response.data))
+                claimed.save(update_fields=["status_code", "response_body"])
+    except BaseException:
+        IdempotencyRecord.objects.filter(pk=claimed.pk, status_code__isnull=True).delete()
+        raise
+    if claimed.status_code is None:
+        claimed.delete()  # not a success: the caller may correct the request and reuse the key
+    else:
+        _cache_put(client, key, claimed)
+    return response
+
+
+def idempotent(method: Callable[..., Response]) -> Callable[..., Response]:
+    """Decorate a view's post(): honours the Idempotency-Key header."""
+
+    @functools.wraps(method)
+    def wrapper(view: Any, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return run_idempotently(lambda: method(view, request, *args, **kwargs), request)
+
+    wrapper.idempotent = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+class IdempotentMixin:
+    """Makes every POST of a DRF view honour Idempotency-Key (put it before APIView)."""
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)  # type: ignore[misc]
+        post = getattr(self, "post", None)
+        if request.method == "POST" and post and not getattr(post, "idempotent", False):
+            self.post = functools.partial(run_idempotently_bound, post)
+
+
+def run_idempotently_bound(post: Callable[..., Response], request: Request, *args: Any,
+                           **kwargs: Any) -> Response:
+    return run_idempotently(lambda: post(request, *args, **kwargs), request)

@@ -1,0 +1,15 @@
+"""URL converters shared by every API path."""
+
+from __future__ import annotations
+
+
+class IdConverter:
+    """A database id: 1-18 digits, so it always fits a bigint (a longer one is a 404)."""
+
+    regex = "[0-9]{1,18}"
+
+    def to_python(self, value: str) -> int:
+        return int(value)
+
+    def to_url(self, value: int) -> str:
+        return str(value)

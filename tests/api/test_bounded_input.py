@@ -1,0 +1,133 @@
+"""F21 and F23 at the API boundary: injection, sizes, media types, and the one error shape."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import OperationalError
+from rest_framework import serializers
+
+from delivery.models import EmailMessage
+from notifier.api_errors import exception_handler
+from notifier.api_fields import CustomHeadersField, RecipientListField, has_line_break
+from templates.models import Template
+
+pytestmark = pytest.mark.django_db
+OTP = {"to": "ada@example.com", "template": "otp", "priority": "critical",
+       "context": {"name": "Ada", "code": "123456"}}
+INJECTIONS = [
+    "Hi\r\nBcc: victim@example.com",
+    "Hi\nBcc: victim@example.com",
+    "Hi%0d%0aBcc: victim@example.com",
+    "Hi%0ABcc: victim@example.com",
+    "Hi%250d%250aBcc: victim@example.com",
+    "Hi\u2028Bcc: victim@example.com",
+    "Hi\u0085Bcc: victim@example.com",
+    "=?utf-8?q?Hi=0D=0ABcc:_victim@example.com?=",
+    "=?utf-8?b?SGkNCkJjYzogdmljdGltQGV4YW1wbGUuY29t?=",
+]
+
+
+@pytest.fixture(autouse=True)
+def _no_broker(monkeypatch):
+    monkeypatch.setattr("delivery.services.messages.messages_enqueue", lambda **kwargs: None)
+
+
+def _assert_error(response, status: int, code: str, field: str | None = None) -> dict:
+    assert response.status_code == status, response.content
+    error = response.json()["error"]
+    assert error["code"] == code and error["message"]
+    if field:
+        assert field in error["fields"], error
+    return error
+
+
+@pytest.mark.parametrize("subject", INJECTIONS)
+def test_header_injection_in_a_subject_is_refused_and_nothing_written(api, subject):
+    response = api.post("/api/v1/templates", {"name": "x", "subject": subject,
+                                              "html_body": "<p>hi</p>"}, format="json")
+    _assert_error(response, 400, "invalid", "subject")
+    assert not Template.objects.exists()
+
+
+@pytest.mark.parametrize("to", ["ada@example.com\r\nBcc: v@example.com", "ada@example.com%0d%0a",
+                                "ada@example.com\u2028", "ada%0a@example.com"])
+def test_header_injection_in_an_address_is_refused(api, otp_template, to):
+    _assert_error(api.post("/api/v1/messages", {**OTP, "to": to}, format="json"), 400, "invalid", "to")
+    assert not EmailMessage.objects.exists()
+
+
+def test_oversize_body_is_a_413_in_the_shape(api, settings):
+    settings.NOTIFIER_API_MAX_BODY_BYTES = 1000
+    body = {"name": "big", "subject": "s", "html_body": "x" * 2000}
+    _assert_error(api.post("/api/v1/templates", body, format="json"), 413, "too_large")
+    assert not Template.objects.exists()
+
+
+def test_a_non_json_content_type_is_a_415(api):
+    response = api.post("/api/v1/templates", "name=x", content_type="application/x-www-form-urlencoded")
+    _assert_error(response, 415, "unsupported_media_type")
+
+
+def test_wrong_method_is_a_405_and_unknown_path_a_404_in_the_shape(api):
+    _assert_error(api.put("/api/v1/messages", {}, format="json"), 405, "method_not_allowed")
+    _assert_error(api.get("/api/v1/nothing-here"), 404, "not_found")
+
+
+def test_json_nested_too_deeply_is_a_400(api):
+    body = "[" * 100_000 + "]" * 100_000
+    _assert_error(api.post("/api/v1/messages", body, content_type="application/json"), 400, "invalid")
+
+
+@pytest.mark.parametrize("context", [
+    {"name": "Ada", "code": "1", "blob": "x" * 70_000},        # > 64 KiB
+    {"name": "Ada", "code": "1\x00"},                          # NUL: jsonb cannot store it
+    {"name": "Ada", "code": "1", "deep": [[[[[[[[[["x"]]]]]]]]]]},
+])
+def test_unbounded_context_is_refused(api, otp_template, context):
+    _assert_error(api.post("/api/v1/messages", {**OTP, "context": context}, format="json"),
+                  400, "invalid", "context")
+    assert not EmailMessage.objects.exists()
+
+
+@pytest.mark.parametrize("template", ["99999999999999999999999", "١٢٣", "", "x" * 101])
+def test_unknown_or_absurd_template_references_are_a_400(api, otp_template, template):
+    _assert_error(api.post("/api/v1/messages", {**OTP, "template": template}, format="json"),
+                  400, "invalid", "template")
+
+
+def test_a_database_outage_is_a_503_not_a_500():
+    response = exception_handler(OperationalError("could not connect to server"), {})
+    assert response.status_code == 503 and response["Retry-After"]
+    assert response.data["error"]["code"] == "unavailable"
+
+
+def test_custom_headers_are_allowlisted_and_injection_safe(settings):
+    settings.NOTIFIER_API_ALLOWED_HEADERS = ["Reply-To", "X-Tag"]
+    field = CustomHeadersField()
+    assert field.run_validation({"reply-to": "a@example.com"}) == {"Reply-To": "a@example.com"}
+    for bad in ({"Bcc": "v@example.com"}, {"X-Tag": "a\r\nBcc: v@example.com"},
+                {"X-Tag": "a%0d%0aBcc: v"}, {"X-Tag\r\nBcc": "v"}):
+        with pytest.raises(serializers.ValidationError):
+            field.run_validation(bad)
+
+
+def test_recipients_per_call_are_bounded(settings):
+    settings.NOTIFIER_API_MAX_RECIPIENTS = 3
+    field = RecipientListField()
+    assert field.run_validation(["a@example.com", "b@example.com"]) == ["a@example.com", "b@example.com"]
+    for bad in ([f"u{n}@example.com" for n in range(4)], [], ["a@example.com", "A@example.com"],
+                ["a@example.com\nBcc: v@example.com"]):
+        with pytest.raises(serializers.ValidationError):
+            field.run_validation(bad)
+
+
+@pytest.mark.parametrize("value", ["Order 42 \u2013 confirmed", "50% off", "a%20b", "=?utf-8?q?Caf=C3=A9?="])
+def test_ordinary_text_is_not_mistaken_for_injection(value):
+    assert not has_line_break(value)
+
+
+@pytest.mark.parametrize("extra", [{"headers": {"Bcc": "v@example.com"}}, {"bcc": "v@example.com"}])
+def test_unknown_fields_are_refused_not_ignored(api, otp_template, extra):
+    error = _assert_error(api.post("/api/v1/messages", {**OTP, **extra}, format="json"), 400, "invalid")
+    assert set(extra) <= set(error["fields"])
+    assert not EmailMessage.objects.exists()

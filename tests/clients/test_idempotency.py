@@ -1,0 +1,184 @@
+"""Idempotency-Key: replay, conflict, scoping, Redis loss, concurrency, expiry."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+import pytest
+import requests
+from django.utils import timezone
+from rest_framework import status
+from rest_framework.response import Response
+from rest_framework.test import APIClient, APIRequestFactory, force_authenticate
+from rest_framework.views import APIView
+
+from clients.idempotency import IdempotentMixin
+from clients.models import ApiClient, IdempotencyRecord
+from clients.services import api_client_create
+from delivery.models import EmailMessage
+from notifier.redis_client import get_redis, redis_key
+from templates.models import Template, TemplateVersion
+
+BODY = {"name": "receipt", "subject": "Receipt {{ n }}", "html_body": "<p>{{ n }}</p>"}
+
+
+@pytest.fixture(autouse=True)
+def _no_broker(monkeypatch):
+    monkeypatch.setattr("delivery.services.messages.messages_enqueue", lambda **kwargs: None)
+
+
+def _post(api: APIClient, body: dict, key: str, url: str = "/api/v1/templates"):
+    return api.post(url, body, format="json", HTTP_IDEMPOTENCY_KEY=key)
+
+
+def _flush_fast_path() -> None:
+    redis = get_redis()
+    for name in redis.scan_iter(redis_key("idem-http", "*")):
+        redis.delete(name)
+
+
+@pytest.mark.django_db
+def test_same_key_and_body_replays_the_first_response(api):
+    key = str(uuid.uuid4())
+    first = _post(api, BODY, key)
+    second = _post(api, BODY, key)
+    assert first.status_code == second.status_code == 201
+    assert first.json() == second.json()
+    assert second["Idempotent-Replayed"] == "true" and "Idempotent-Replayed" not in first
+    assert Template.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_replay_survives_losing_the_redis_fast_path(api):
+    key = str(uuid.uuid4())
+    first = _post(api, BODY, key)
+    _flush_fast_path()
+    second = _post(api, BODY, key)
+    assert second.json() == first.json() and second["Idempotent-Replayed"] == "true"
+    assert Template.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_same_key_with_a_different_body_is_a_409(api):
+    key = str(uuid.uuid4())
+    _post(api, BODY, key)
+    response = _post(api, {**BODY, "name": "other"}, key)
+    assert response.status_code == 409 and response.json()["error"]["code"] == "conflict"
+    _flush_fast_path()
+    assert _post(api, {**BODY, "name": "other"}, key).status_code == 409
+    assert Template.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_keys_are_scoped_to_the_client(api):
+    _, other_key = api_client_create(name="other")
+    other = APIClient()
+    other.credentials(HTTP_AUTHORIZATION=f"Api-Key {other_key}")
+    _post(api, BODY, "shared")
+    assert _post(other, {**BODY, "name": "second"}, "shared").status_code == 201
+
+
+@pytest.mark.django_db
+def test_a_failed_first_request_is_not_kept(api):
+    key = str(uuid.uuid4())
+    assert _post(api, {**BODY, "subject": "a\r\nBcc: x"}, key).status_code == 400
+    assert _post(api, BODY, key).status_code == 201
+    assert IdempotencyRecord.objects.get().status_code == 201
+
+
+@pytest.mark.django_db
+def test_an_expired_key_runs_again(api):
+    _post(api, BODY, "k1")
+    IdempotencyRecord.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+    _flush_fast_path()
+    assert _post(api, {**BODY, "name": "again"}, "k1").status_code == 201
+    assert Template.objects.count() == 2
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("key", ["", "x" * 256, "caf\u00e9", "a\nb"])
+def test_malformed_keys_are_a_400_naming_the_header(api, key):
+    response = _post(api, BODY, key)
+    assert response.status_code == 400
+    assert "Idempotency-Key" in response.json()["error"]["fields"]
+    assert not Template.objects.exists()
+
+
+@pytest.mark.django_db
+def test_messages_honour_the_header_and_the_body_key(api, otp_template):
+    body = {"to": "ada@example.com", "template": "otp", "context": {"name": "A", "code": "1"}}
+    first = _post(api, body, "m-1", "/api/v1/messages")
+    second = _post(api, body, "m-1", "/api/v1/messages")
+    assert first.status_code == second.status_code == 202 and first.json() == second.json()
+    assert _post(api, {**body, "to": "bob@example.com"}, "m-1", "/api/v1/messages").status_code == 409
+    with_body_key = {**body, "idempotency_key": "order-7"}
+    assert api.post("/api/v1/messages", with_body_key, format="json").json() == \
+        api.post("/api/v1/messages", with_body_key, format="json").json()
+    assert EmailMessage.objects.count() == 2
+
+
+@pytest.mark.django_db
+def test_a_stale_in_progress_record_is_taken_over(api):
+    _post(api, BODY, "crash")
+    IdempotencyRecord.objects.update(status_code=None, response_body=None,
+                                     locked_at=timezone.now() - timedelta(minutes=5))
+    TemplateVersion.objects.all().delete()
+    Template.objects.all().delete()
+    _flush_fast_path()
+    assert _post(api, BODY, "crash").status_code == 201
+
+
+@pytest.mark.django_db
+def test_an_in_progress_duplicate_is_a_409_with_retry_after(api):
+    canonical = json.dumps(BODY, sort_keys=True, separators=(",", ":"))
+    fingerprint = hashlib.sha256(f"POST /api/v1/templates\n{canonical}".encode()).hexdigest()
+    IdempotencyRecord.objects.create(client=ApiClient.objects.get(), key="busy",
+                                     fingerprint=fingerprint, locked_at=timezone.now(),
+                                     expires_at=timezone.now() + timedelta(hours=1))
+    response = _post(api, BODY, "busy")
+    assert response.status_code == 409 and response["Retry-After"] == "1"
+    assert "in progress" in response.json()["error"]["message"]
+    assert not Template.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_duplicates_one_wins(live_server):
+    _, key = api_client_create(name="svc", rate_limit="10000/min")
+    headers = {"Authorization": f"Api-Key {key}", "Idempotency-Key": "race-1"}
+
+    def call(_: int) -> requests.Response:
+        return requests.post(f"{live_server.url}/api/v1/templates", json=BODY, headers=headers,
+                             timeout=30)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        responses = list(pool.map(call, range(16)))
+    codes = sorted(r.status_code for r in responses)
+    assert Template.objects.count() == 1
+    assert set(codes) <= {201, 409} and 201 in codes
+    created = [r for r in responses if r.status_code == 201 and "Idempotent-Replayed" not in r.headers]
+    assert len(created) == 1
+
+
+class _CreateView(IdempotentMixin, APIView):
+    def post(self, request):
+        template = Template.objects.create(name=request.data["name"])
+        return Response({"id": template.id}, status=status.HTTP_201_CREATED)
+
+
+@pytest.mark.django_db
+def test_the_mixin_makes_any_post_idempotent():
+    client, _ = api_client_create(name="svc")
+
+    def call(name: str):
+        request = APIRequestFactory().post("/x", {"name": name}, format="json",
+                                           HTTP_IDEMPOTENCY_KEY="mix")
+        force_authenticate(request, user=client)
+        return _CreateView.as_view()(request)
+
+    assert call("a").data == call("a").data
+    assert call("b").status_code == 409
+    assert Template.objects.count() == 1

@@ -1,0 +1,30 @@
+"""Real web processes for API tests: gunicorn on 127.0.0.1 over the test database."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import requests
+
+from tests.support import processes
+
+
+def gunicorn(port: int, env: dict[str, str], log_dir: Path, workers: int = 2) -> processes.ManagedProcess:
+    argv = [sys.executable, "-m", "gunicorn", "notifier.wsgi", "--bind", f"127.0.0.1:{port}",
+            "--workers", str(workers), "--threads", "4", "--worker-class", "gthread",
+            "--timeout", "60"]
+    return processes.ManagedProcess(f"web-{port}", argv, env, log_dir)
+
+
+def wait_until_serving(port: int, timeout: float = 90.0) -> None:
+    """Until the server answers an HTTP request (any status), within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            requests.get(f"http://127.0.0.1:{port}/api/v1/messages/1", timeout=10)
+            return
+        except requests.RequestException:  # not listening yet, or still importing Django
+            time.sleep(0.2)
+    raise TimeoutError(f"gunicorn on {port} did not start")
