@@ -1,5 +1,5 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
 from delivery.api import MessageCreateApi, MessageDetailApi
 from notifier.health import healthz
@@ -15,4 +15,5 @@ urlpatterns = [
     *api_v1,
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
+    path("", include("feedback.urls")),  # webhooks, analytics API, /metrics, /dashboard/
 ]
