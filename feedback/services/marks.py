@@ -57,17 +57,19 @@ def marks_from_events(events: Iterable[StoredEvent]) -> dict[MarkKey, datetime]:
     return earliest
 
 
-def marks_record(*, marks: dict[MarkKey, datetime]) -> set[MarkKey]:
-    """Insert marks; return the keys that are new. Existing ones keep the earliest time."""
+def marks_record(*, marks: dict[MarkKey, datetime]) -> tuple[set[MarkKey], set[MarkKey]]:
+    """Insert marks; return (new keys, existing keys whose time moved earlier)."""
     if not marks:
-        return set()
+        return set(), set()
     keys = sorted(marks)  # one lock order for every batch
     new = _insert(keys, marks, conflict="DO NOTHING RETURNING message_id, event_type")
     rest = [k for k in keys if k not in new]
+    moved: set[MarkKey] = set()
     if rest:
         earlier = f"EXCLUDED.first_at < {MARK_TABLE}.first_at"
-        _insert(rest, marks, conflict=f"DO UPDATE SET first_at = EXCLUDED.first_at WHERE {earlier}")
-    return new
+        conflict = f"DO UPDATE SET first_at = EXCLUDED.first_at WHERE {earlier}"
+        moved = _insert(rest, marks, conflict=f"{conflict} RETURNING message_id, event_type")
+    return new, moved
 
 
 def _insert(keys: Sequence[MarkKey], marks: dict[MarkKey, datetime], *, conflict: str) -> set[MarkKey]:

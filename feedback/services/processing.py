@@ -65,10 +65,12 @@ def _apply(stored: list[StoredEvent], report: ProcessReport) -> None:
     }
     if ambiguous:
         ambiguous_messages_reconcile(refs=[ambiguous[k] for k in sorted(ambiguous)])
-    marks = marks_from_events(known)
-    new_marks = marks_record(marks=marks)
+    new_marks, moved_marks = marks_record(marks=marks_from_events(known))
     report.new_marks = len(new_marks)
-    report.still_sending = message_statuses_apply(message_ids=[mid for mid, _ in marks])
+    # Only messages whose marks changed can change status or timestamps: a repeated open of an
+    # already-opened message costs no UPDATE (messages still SENDING are re-applied by a task).
+    changed = {mid for mid, _ in new_marks | moved_marks}
+    report.still_sending = message_statuses_apply(message_ids=sorted(changed)) if changed else []
     report.suppressed = suppressions_from_events(events=stored)
     refs = {s.message.id: s.message for s in known}
     campaign_marks = [

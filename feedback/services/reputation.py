@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from delivery.models import EmailMessage
@@ -51,13 +52,13 @@ def sender_rates(*, campaign_id: int | None = None, client_id: str | None = None
     scope = {"campaign_id": campaign_id} if campaign_id is not None else {"client_id": client_id}
     sent = EmailMessage.objects.filter(sent_at__gte=since, **scope).count()
     marks = MessageEventMark.objects.filter(
-        first_at__gte=since, **{f"message__{k}": v for k, v in scope.items()}
+        first_at__gte=since, event_type__in=("bounced", "complained"),
+        **{f"message__{k}": v for k, v in scope.items()},
+    ).aggregate(
+        bounced=Count("id", filter=Q(event_type="bounced")),
+        complained=Count("id", filter=Q(event_type="complained")),
     )
-    return Rates(
-        sent=sent,
-        bounced=marks.filter(event_type="bounced").count(),
-        complained=marks.filter(event_type="complained").count(),
-    )
+    return Rates(sent=sent, bounced=marks["bounced"], complained=marks["complained"])
 
 
 def reputation_check(

