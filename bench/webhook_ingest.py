@@ -20,6 +20,7 @@ import random
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -142,12 +143,13 @@ def main() -> None:
         time.sleep(3)  # worker boot
         first_id = (WebhookDelivery.objects.order_by("-id").values_list("id", flat=True).first() or 0)
         url = f"http://127.0.0.1:{port}/webhooks/{args.provider}/"
-        session_pool = [requests.Session() for _ in range(args.clients)]
+        local = threading.local()  # one keep-alive session per client thread
 
         def post(i: int) -> int:
             body, headers = bodies[i]
-            session = session_pool[i % args.clients]
-            return session.post(url, data=body, headers=headers, timeout=60).status_code
+            if not hasattr(local, "session"):
+                local.session = requests.Session()
+            return local.session.post(url, data=body, headers=headers, timeout=60).status_code
 
         started = time.monotonic()
         with ThreadPoolExecutor(args.clients) as pool:
