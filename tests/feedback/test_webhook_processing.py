@@ -42,9 +42,9 @@ def test_a_delivery_is_processed_once():
 
 def test_each_provider_format_is_processed_end_to_end():
     ses_msg, mg_msg = sent_messages(2)
+    complaint = samples.ses_event("Complaint", message_id=ses_msg.id, recipient=ses_msg.recipient, when=T0)
     sns = {"Type": "Notification", "MessageId": "sns-1", "TopicArn": "arn:x",
-           "Timestamp": "2026-01-01T12:00:00.000Z", "Message": json.dumps(samples.ses_event("Complaint", message_id=ses_msg.id,
-                                                   recipient=ses_msg.recipient, when=T0))}
+           "Timestamp": "2026-01-01T12:00:00.000Z", "Message": json.dumps(complaint)}
     mailgun = {"signature": {}, "event-data": samples.mailgun_event_data(
         "failed", message_id=mg_msg.id, recipient=mg_msg.recipient, when=T0, event_id="mg-1")}
     for provider, payload in (("ses", sns), ("mailgun", mailgun)):
