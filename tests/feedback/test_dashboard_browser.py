@@ -72,7 +72,11 @@ def test_operator_watches_a_campaign_advance_and_pauses_it(
                 arg=[row, first], timeout=60_000,
             )
             assert progress(page, c.id) > first
-            assert page.locator(".tile[data-priority=normal]").count() == 1
+            # The normal-priority worker shows up through `celery inspect` (cached briefly).
+            page.wait_for_function(
+                "() => document.querySelector('.tile[data-priority=normal] [data-field=workers]')"
+                ".textContent === '1'", timeout=30_000,
+            )
             assert page.locator("#flower-link").get_attribute("href")
             page.click(f'{row} button[data-action="pause"]')
             page.wait_for_function(

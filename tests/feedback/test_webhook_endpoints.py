@@ -16,9 +16,13 @@ import pytest
 import requests
 from django.db import connection
 
+from campaigns.models import Suppression
+from delivery.models import EmailMessage
 from feedback.models import EmailEvent, WebhookDelivery
+from feedback.services.webhooks import webhook_delivery_process
 from feedback.verification.testing import SnsTestSigner, mailgun_body
 from tests.feedback import hooks, samples
+from tests.feedback.helpers import sent_messages
 
 pytestmark = pytest.mark.django_db(transaction=True)
 NOW = datetime.now(UTC)
@@ -209,3 +213,28 @@ def test_storage_failure_answers_503_and_the_retry_is_accepted(live_server, webh
     # Mailgun retries the same request (same token): it must not read as a replay.
     assert post(live_server, "/webhooks/mailgun/", body).status_code == 200
     assert WebhookDelivery.objects.count() == 1
+
+
+def test_each_provider_signed_over_http_then_processed(live_server, webhook_keys, outbound):
+    ses_msg, sg_msg, mg_msg = sent_messages(3)
+    when = NOW
+    for kind in ("Delivery", "Open", "Click"):
+        event = samples.ses_event(kind, message_id=ses_msg.id, recipient=ses_msg.recipient, when=when)
+        body = json.dumps(webhook_keys.sns.notification(event)).encode()
+        assert post(live_server, "/webhooks/ses/", body).status_code == 200
+    sg = [samples.sendgrid_event(k, message_id=sg_msg.id, recipient=sg_msg.recipient, when=when,
+                                 event_id=f"sg-{k}-{sg_msg.id}") for k in ("open", "delivered", "spamreport")]
+    body = json.dumps(sg).encode()
+    assert post(live_server, "/webhooks/sendgrid/", body, webhook_keys.sendgrid.sign(body)).status_code == 200
+    for kind in ("delivered", "failed"):
+        data = samples.mailgun_event_data(kind, message_id=mg_msg.id, recipient=mg_msg.recipient, when=when,
+                                          event_id=f"mg-{kind}-{mg_msg.id}")
+        body = mailgun_body(webhook_keys.mailgun_key, data)
+        assert post(live_server, "/webhooks/mailgun/", body).status_code == 200
+    for delivery_id in WebhookDelivery.objects.order_by("id").values_list("id", flat=True):
+        webhook_delivery_process(delivery_id=delivery_id)
+    rows = EmailMessage.objects.filter(pk__in=[ses_msg.pk, sg_msg.pk, mg_msg.pk])
+    statuses = dict(rows.values_list("id", "status"))
+    assert statuses == {ses_msg.id: "CLICKED", sg_msg.id: "COMPLAINED", mg_msg.id: "BOUNCED"}
+    assert set(Suppression.objects.values_list("email", flat=True)) == {sg_msg.recipient, mg_msg.recipient}
+    assert EmailEvent.objects.count() == 8
