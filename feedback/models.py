@@ -23,8 +23,10 @@ class EmailEvent(models.Model):
         COMPLAINED = "complained"
         UNSUBSCRIBED = "unsubscribed"
 
+    # No separate FK index: the (message, event_type) index below serves lookups by message.
     message = models.ForeignKey(
-        "delivery.EmailMessage", null=True, blank=True, on_delete=models.CASCADE, related_name="events"
+        "delivery.EmailMessage", null=True, blank=True, on_delete=models.CASCADE, related_name="events",
+        db_index=False,
     )
     provider = models.CharField(max_length=20)
     provider_event_id = models.CharField(max_length=255)
@@ -45,6 +47,8 @@ class EmailEvent(models.Model):
         indexes = [
             models.Index(fields=["message", "event_type"], name="event_message_type_idx"),
             models.Index(fields=["event_type", "occurred_at"], name="event_type_time_idx"),
+            # The overview and the dashboard read "events received in the last hour".
+            models.Index(fields=["received_at"], name="event_received_idx"),
         ]
 
     def __str__(self) -> str:

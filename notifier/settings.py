@@ -197,6 +197,9 @@ FEEDBACK_SENDGRID_PUBLIC_KEY = env.str("FEEDBACK_SENDGRID_PUBLIC_KEY", default="
 FEEDBACK_SENDGRID_TOLERANCE_SECONDS = env.int("FEEDBACK_SENDGRID_TOLERANCE_SECONDS", default=300)
 FEEDBACK_MAILGUN_SIGNING_KEY = env.str("FEEDBACK_MAILGUN_SIGNING_KEY", default="")
 FEEDBACK_MAILGUN_TOLERANCE_SECONDS = env.int("FEEDBACK_MAILGUN_TOLERANCE_SECONDS", default=300)
+# A webhook task also processes other pending deliveries, up to this many body bytes, in one
+# transaction (Mailgun and SNS send one event per request).
+FEEDBACK_WEBHOOK_COALESCE_BYTES = env.int("FEEDBACK_WEBHOOK_COALESCE_BYTES", default=1_000_000)
 # Soft bounces of one address before it is suppressed.
 FEEDBACK_SOFT_BOUNCE_THRESHOLD = env.int("FEEDBACK_SOFT_BOUNCE_THRESHOLD", default=3)
 # Reputation guard: well below SES's review levels (5% bounces, 0.1% complaints).

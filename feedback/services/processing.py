@@ -34,6 +34,7 @@ class ProcessReport:
     new_marks: int = 0
     suppressed: int = 0
     still_sending: list[int] = field(default_factory=list)
+    stored: list[StoredEvent] = field(default_factory=list, repr=False)
     campaigns: set[int] = field(default_factory=set)
     clients: set[str] = field(default_factory=set)
 
@@ -50,7 +51,7 @@ def events_process(*, events: Sequence[NormalizedEvent]) -> ProcessReport:
 
 
 def _apply(stored: list[StoredEvent], report: ProcessReport) -> None:
-    report.new = len(stored)
+    report.new, report.stored = len(stored), stored
     unknown = [s for s in stored if s.message is None]
     report.unknown = len(unknown)
     if unknown:

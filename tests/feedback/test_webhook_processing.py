@@ -56,7 +56,8 @@ def test_each_provider_format_is_processed_end_to_end():
 
 def test_a_malformed_stored_body_is_marked_failed_not_retried_forever():
     delivery = webhook_delivery_store(provider="sendgrid", body=b'[{"event": "delivered"}]')
-    assert webhook_delivery_process(delivery_id=delivery.id) is None
+    assert webhook_delivery_process(delivery_id=delivery.id).total == 0
+    assert webhook_delivery_process(delivery_id=delivery.id) is None  # not pending any more
     delivery.refresh_from_db()
     assert delivery.status == "failed"
     assert "missing" in delivery.error  # the normaliser names the missing field
@@ -72,3 +73,28 @@ def test_pending_deliveries_whose_task_was_lost_are_published_again(purged_queue
         queued = conn.default_channel.client.llen("email-webhook")
     assert queued == 1
     assert fresh.status == "pending"
+
+
+def test_single_event_deliveries_are_coalesced_into_one_batch():
+    messages = sent_messages(30)
+    deliveries = []
+    for m in messages:
+        data = samples.mailgun_event_data("delivered", message_id=m.id, recipient=m.recipient, when=T0,
+                                          event_id=f"mg-d-{m.id}")
+        body = json.dumps({"signature": {}, "event-data": data}).encode()
+        deliveries.append(webhook_delivery_store(provider="mailgun", body=body))
+    report = webhook_delivery_process(delivery_id=deliveries[5].id)
+    assert (report.total, report.new) == (30, 30)
+    rows = WebhookDelivery.objects.values_list("status", "events_total", "events_new")
+    assert set(rows) == {("processed", 1, 1)}
+    assert all(webhook_delivery_process(delivery_id=d.id) is None for d in deliveries)
+    assert EmailMessage.objects.filter(status="DELIVERED").count() == 30
+
+
+def test_coalescing_respects_the_byte_budget(settings):
+    messages = sent_messages(10)
+    deliveries = [sendgrid_delivery(m) for m in messages]
+    settings.FEEDBACK_WEBHOOK_COALESCE_BYTES = len(deliveries[0].body) * 3 + 10
+    report = webhook_delivery_process(delivery_id=deliveries[0].id)
+    assert report.total == 6  # three deliveries of two events each
+    assert WebhookDelivery.objects.filter(status="pending").count() == 7
