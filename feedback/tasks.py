@@ -8,8 +8,9 @@ from __future__ import annotations
 from celery import shared_task
 from django.db import OperationalError
 
+from feedback.services.drain import webhook_deliveries_drain, webhook_task_started
 from feedback.services.statuses import message_statuses_apply
-from feedback.services.webhooks import webhook_deliveries_requeue, webhook_delivery_process
+from feedback.services.webhooks import webhook_deliveries_requeue
 from notifier.priorities import WEBHOOK_QUEUE
 
 # A message still SENDING when its events arrive is re-applied after the worker records the
@@ -22,14 +23,14 @@ REAPPLY_DELAYS_SECONDS = (2, 5, 15, 30, 60)
     autoretry_for=(OperationalError,), retry_backoff=1, retry_backoff_max=30, max_retries=8,
 )
 def process_webhook_delivery(delivery_id: int) -> dict:
-    report = webhook_delivery_process(delivery_id=delivery_id)
-    if report is None:
-        return {"processed": False}
+    """Process this stored delivery and whatever else is pending (see services/drain.py)."""
+    webhook_task_started()
+    report = webhook_deliveries_drain(delivery_id=delivery_id)
     if report.still_sending:
         reapply_message_statuses.apply_async(
             args=(report.still_sending, 0), countdown=REAPPLY_DELAYS_SECONDS[0], queue=WEBHOOK_QUEUE
         )
-    return {"processed": True, "events": report.total, "new": report.new, "unknown": report.unknown}
+    return {"batches": report.batches, "events": report.total, "new": report.new, "unknown": report.unknown}
 
 
 @shared_task(name="feedback.reapply_message_statuses", ignore_result=True)

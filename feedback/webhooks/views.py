@@ -19,7 +19,8 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from feedback.services.webhooks import webhook_delivery_enqueue, webhook_delivery_store
+from feedback.services.drain import webhook_task_schedule
+from feedback.services.webhooks import webhook_delivery_store
 from feedback.verification import Reason, WebhookVerificationError
 from feedback.verification.sendgrid import SIGNATURE_HEADER, TIMESTAMP_HEADER
 from feedback.verification.sns import SUBSCRIPTION_CONFIRMATION, UNSUBSCRIBE_CONFIRMATION
@@ -59,7 +60,7 @@ def _store_and_ack(provider: str, body: bytes, kind: str = "notification",
             on_failure()
         return _error(503, "storage_unavailable", "could not store the event; retry later")
     if kind == "notification":
-        webhook_delivery_enqueue(delivery_id=delivery.id)
+        webhook_task_schedule(delivery_id=delivery.id)
     return JsonResponse({"stored": delivery.id}, status=200)
 
 

@@ -98,3 +98,21 @@ def test_coalescing_respects_the_byte_budget(settings):
     report = webhook_delivery_process(delivery_id=deliveries[0].id)
     assert report.total == 6  # three deliveries of two events each
     assert WebhookDelivery.objects.filter(status="pending").count() == 7
+
+
+def test_one_task_is_published_while_none_has_started(purged_queues):
+    from feedback.services.drain import webhook_deliveries_drain, webhook_task_schedule, webhook_task_started
+
+    messages = sent_messages(3)
+    deliveries = [sendgrid_delivery(m) for m in messages]
+    celery_app.control.purge()
+    assert all(webhook_task_schedule(delivery_id=d.id) for d in deliveries)
+    with celery_app.connection_for_read() as conn:
+        assert conn.default_channel.client.llen("email-webhook") == 1  # the first one only
+    webhook_task_started()  # the task starts: a row committed now gets a new task
+    later = sendgrid_delivery(messages[0])
+    webhook_task_schedule(delivery_id=later.id)
+    with celery_app.connection_for_read() as conn:
+        assert conn.default_channel.client.llen("email-webhook") == 2
+    report = webhook_deliveries_drain(delivery_id=deliveries[0].id)
+    assert report.total == 8 and not WebhookDelivery.objects.filter(status="pending").exists()
