@@ -86,5 +86,7 @@ def webhook_deliveries_drain(*, delivery_id: int, max_batches: int = MAX_BATCHES
             report.still_sending += batch.still_sending
         next_id = _next_pending()
     if next_id is not None:
-        webhook_task_schedule(delivery_id=next_id)  # more to do: a fresh task continues
+        # More to do: a fresh task continues (published unconditionally, so tasks running in
+        # parallel each keep a successor and the pool stays busy).
+        webhook_delivery_enqueue(delivery_id=next_id)
     return report
