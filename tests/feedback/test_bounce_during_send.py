@@ -40,15 +40,16 @@ def test_no_send_to_an_address_after_its_hard_bounce_commits(
     live_server, webhook_keys, smtp_server, process_env, spawn, tmp_path
 ):
     c, messages = queued_campaign(600)
-    targets = [m.recipient for m in messages[400:]]  # the last two batches of 100
+    targets = [m.recipient for m in messages[400:]]  # batches 5 and 6 of 100
     earlier = sent_messages(len(targets), prefix="earlier")  # the sends that now bounce
     for message, address in zip(earlier, targets, strict=True):
         EmailMessage.objects.filter(pk=message.pk).update(recipient=address)
-    env = {**process_env, "NOTIFIER_FAULT_PAUSE_AFTER_CLAIM": "1.0", "NOTIFIER_WORKER_P2_CONCURRENCY": "1"}
+    env = {**process_env, "NOTIFIER_FAULT_PAUSE_AFTER_CLAIM": "2.0", "NOTIFIER_WORKER_P2_CONCURRENCY": "1"}
     spawn(processes.celery_worker("normal", env, tmp_path)).wait_for_log("ready.", timeout=60)
     ops = ops_worker(process_env, tmp_path, concurrency=1)
     spawn(ops).wait_for_log("ready.", timeout=60)
-    messages_enqueue(message_ids=[m.id for m in messages], priority=2)
+    ids = [m.id for m in messages]
+    messages_enqueue(message_ids=ids[:500], priority=2)  # the last batch joins later (below)
 
     deadline = time.monotonic() + 60
     while not EmailMessage.objects.filter(campaign=c, status=Status.SENT).exists():
@@ -63,18 +64,25 @@ def test_no_send_to_an_address_after_its_hard_bounce_commits(
 
     observed: dict[str, float] = {}  # when the test first saw each suppression committed
     deadline = time.monotonic() + 120
-    while len(observed) < len(targets) or EmailMessage.objects.filter(
+    last_batch_enqueued = False
+    while not last_batch_enqueued or len(observed) < len(targets) or EmailMessage.objects.filter(
         campaign=c, status__in=[Status.QUEUED, Status.SENDING]
     ).exists():
         assert time.monotonic() < deadline, ops.log()[-2000:]
         now = timezone.now()
         for email in Suppression.objects.filter(email__in=targets).values_list("email", flat=True):
             observed.setdefault(email, now)
+        if not last_batch_enqueued and len(observed) == len(targets):
+            # The campaign's last batch is published only now (as a slow fan-out would), so
+            # some sends are certainly decided after the suppressions committed, whatever the
+            # machine's load; batch 5 races with the bounces.
+            messages_enqueue(message_ids=ids[500:], priority=2)
+            last_batch_enqueued = True
         time.sleep(0.05)
 
     rows = {m.recipient: m for m in EmailMessage.objects.filter(campaign=c)}
     late_claims = [a for a in targets if rows[a].claimed_at and rows[a].claimed_at > observed[a]]
-    assert late_claims, "the bounces should land while batches for those addresses were still queued"
+    assert len(late_claims) >= 100
     sent_after_commit = [a for a in late_claims if rows[a].status != Status.SUPPRESSED]
     assert sent_after_commit == []
     received = Counter(m["To"] for m in smtp_server.handler.messages)
