@@ -39,14 +39,18 @@ class ProcessReport:
     clients: set[str] = field(default_factory=set)
 
 
-def events_process(*, events: Sequence[NormalizedEvent]) -> ProcessReport:
-    """Apply a batch of normalised events; safe to call again with the same events."""
+def events_process(*, events: Sequence[NormalizedEvent], check_reputation: bool = True) -> ProcessReport:
+    """Apply a batch of normalised events; safe to call again with the same events.
+
+    A caller that wraps this in its own transaction passes `check_reputation=False` and calls
+    `reputation_check` after its commit, so the guard's counting queries hold no row locks.
+    """
     report = ProcessReport(total=len(events))
     with transaction.atomic():
         _relax_commit()
         stored = events_store(events)
         _apply(stored, report)
-    if report.campaigns or report.clients:
+    if check_reputation and (report.campaigns or report.clients):
         reputation_check(campaign_ids=report.campaigns, client_ids=report.clients)
     return report
 

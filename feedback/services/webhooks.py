@@ -20,6 +20,7 @@ from django.utils import timezone
 from feedback.models import WebhookDelivery
 from feedback.normalize import NormalizationError, NormalizedEvent, normalize
 from feedback.services.processing import ProcessReport, events_process
+from feedback.services.reputation import reputation_check
 from notifier.priorities import WEBHOOK_QUEUE
 
 logger = logging.getLogger(__name__)
@@ -64,8 +65,10 @@ def webhook_delivery_process(*, delivery_id: int) -> ProcessReport | None:
         if not deliveries:
             return None  # already processed, or another worker holds it
         events, owner, totals = _normalise_all(deliveries)
-        report = events_process(events=events)
+        report = events_process(events=events, check_reputation=False)
         _deliveries_mark_processed(report, owner, totals)
+    if report.campaigns or report.clients:
+        reputation_check(campaign_ids=report.campaigns, client_ids=report.clients)
     return report
 
 
