@@ -6,7 +6,9 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from campaigns.models import Campaign
-from tests.feedback.helpers import campaign, sent_messages
+from feedback.normalize import EventType
+from feedback.services.processing import events_process
+from tests.feedback.helpers import campaign, event, sent_messages
 
 pytestmark = pytest.mark.django_db
 
@@ -54,3 +56,12 @@ def test_campaign_buttons_change_the_campaign(staff_client):
     assert Campaign.objects.get(pk=c.pk).status == Campaign.Status.CANCELLED
     bad = staff_client.post(f"/dashboard/campaigns/{c.id}/explode")
     assert bad.status_code == 400 and "action" in bad.json()["error"]["fields"]
+
+
+def test_feedback_admin_pages_load(staff_client):
+    admin = get_user_model().objects.create_superuser("root", password="pw-root-123")
+    staff_client.force_login(admin)
+    (message,) = sent_messages(1, campaign_obj=campaign())
+    events_process(events=[event(message, EventType.DELIVERED)])
+    for model in ("emailevent", "webhookdelivery", "campaigneventcounter", "reputationhold"):
+        assert staff_client.get(f"/admin/feedback/{model}/").status_code == 200, model
