@@ -23,8 +23,10 @@ class EmailEvent(models.Model):
         COMPLAINED = "complained"
         UNSUBSCRIBED = "unsubscribed"
 
+    # No separate FK index: the (message, event_type) index below serves lookups by message.
     message = models.ForeignKey(
-        "delivery.EmailMessage", null=True, blank=True, on_delete=models.CASCADE, related_name="events"
+        "delivery.EmailMessage", null=True, blank=True, on_delete=models.CASCADE, related_name="events",
+        db_index=False,
     )
     provider = models.CharField(max_length=20)
     provider_event_id = models.CharField(max_length=255)
@@ -45,7 +47,102 @@ class EmailEvent(models.Model):
         indexes = [
             models.Index(fields=["message", "event_type"], name="event_message_type_idx"),
             models.Index(fields=["event_type", "occurred_at"], name="event_type_time_idx"),
+            # The overview and the dashboard read "events received in the last hour".
+            models.Index(fields=["received_at"], name="event_received_idx"),
         ]
 
     def __str__(self) -> str:
         return f"{self.provider} {self.event_type} {self.recipient}"
+
+
+class WebhookDelivery(models.Model):
+    """One verified webhook request, stored before we answer 2xx (the ESP's retry is our backup).
+
+    The raw body is kept exactly as received so processing can be re-run (idempotently) at any
+    time; the processing task takes this row's id.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        PROCESSED = "processed"
+        FAILED = "failed"
+
+    provider = models.CharField(max_length=20)
+    kind = models.CharField(max_length=32, default="notification")
+    body = models.TextField()
+    received_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    processed_at = models.DateTimeField(null=True, blank=True)
+    events_total = models.PositiveIntegerField(default=0)
+    events_new = models.PositiveIntegerField(default=0)
+    events_unknown = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True, default="")
+
+    class Meta:
+        indexes = [models.Index(fields=["status", "received_at"], name="webhook_status_time_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.provider} webhook {self.pk} ({self.status})"
+
+
+class MessageEventMark(models.Model):
+    """The first event of each type per message: the unique set behind the campaign counters.
+
+    Inserting (message, type) with ON CONFLICT DO NOTHING tells, exactly and under concurrency,
+    whether this is the first open/click/... of that message, however often the ESP repeats it.
+    """
+
+    message = models.ForeignKey("delivery.EmailMessage", on_delete=models.CASCADE, related_name="+")
+    event_type = models.CharField(max_length=16)
+    first_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["message", "event_type"], name="mark_message_type_unique")
+        ]
+
+
+class CampaignEventCounter(models.Model):
+    """Unique per-message event counts of one campaign, incremented once per processed batch."""
+
+    campaign = models.OneToOneField(
+        "campaigns.Campaign", primary_key=True, on_delete=models.CASCADE, related_name="event_counter"
+    )
+    delivered = models.PositiveIntegerField(default=0)
+    opened = models.PositiveIntegerField(default=0)
+    clicked = models.PositiveIntegerField(default=0)
+    bounced = models.PositiveIntegerField(default=0)  # hard bounces
+    soft_bounced = models.PositiveIntegerField(default=0)
+    complained = models.PositiveIntegerField(default=0)
+    unsubscribed = models.PositiveIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+
+class SoftBounceTally(models.Model):
+    """Soft bounces per address; at the configured threshold the address is suppressed."""
+
+    email = models.EmailField(max_length=254, unique=True)
+    count = models.PositiveIntegerField(default=0)
+    last_at = models.DateTimeField()
+
+
+class ReputationHold(models.Model):
+    """Why the reputation guard paused a campaign or held an API client (one row per decision)."""
+
+    class Scope(models.TextChoices):
+        CAMPAIGN = "campaign"
+        CLIENT = "client"
+
+    scope = models.CharField(max_length=10, choices=Scope.choices)
+    campaign = models.ForeignKey("campaigns.Campaign", null=True, blank=True, on_delete=models.CASCADE)
+    client = models.ForeignKey("clients.ApiClient", null=True, blank=True, on_delete=models.CASCADE)
+    metric = models.CharField(max_length=20)  # bounce_rate | complaint_rate
+    rate = models.FloatField()
+    threshold = models.FloatField()
+    sample = models.PositiveIntegerField()
+    reason = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    released_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return self.reason

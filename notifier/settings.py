@@ -268,3 +268,35 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("NOTIFIER_LOG_LEVEL", default="INFO")},
 }
+
+# --- Feedback: ESP webhooks, status tracking, suppression, reputation, dashboard ---------------
+# SES events arrive through SNS: only these topics are accepted (and confirmed on subscribe).
+FEEDBACK_SNS_TOPIC_ARNS = env.list("FEEDBACK_SNS_TOPIC_ARNS", default=[])
+FEEDBACK_SNS_MAX_AGE_SECONDS = env.int("FEEDBACK_SNS_MAX_AGE_SECONDS", default=3600)
+# Dotted paths to zero-argument factories, so tests can pin certificates and record fetches
+# instead of talking to AWS. Production: HTTPS fetch from allowlisted SNS hosts only.
+FEEDBACK_SNS_CERTIFICATE_STORE = env.str(
+    "FEEDBACK_SNS_CERTIFICATE_STORE", default="feedback.webhooks.config.https_certificate_store"
+)
+FEEDBACK_SNS_CONFIRMER = env.str(
+    "FEEDBACK_SNS_CONFIRMER", default="feedback.webhooks.config.https_subscription_confirmer"
+)
+FEEDBACK_SENDGRID_PUBLIC_KEY = env.str("FEEDBACK_SENDGRID_PUBLIC_KEY", default="")
+FEEDBACK_SENDGRID_TOLERANCE_SECONDS = env.int("FEEDBACK_SENDGRID_TOLERANCE_SECONDS", default=300)
+FEEDBACK_MAILGUN_SIGNING_KEY = env.str("FEEDBACK_MAILGUN_SIGNING_KEY", default="")
+FEEDBACK_MAILGUN_TOLERANCE_SECONDS = env.int("FEEDBACK_MAILGUN_TOLERANCE_SECONDS", default=300)
+# A webhook task also processes other pending deliveries, up to this many body bytes, in one
+# transaction (Mailgun and SNS send one event per request).
+FEEDBACK_WEBHOOK_COALESCE_BYTES = env.int("FEEDBACK_WEBHOOK_COALESCE_BYTES", default=1_000_000)
+# Soft bounces of one address before it is suppressed.
+FEEDBACK_SOFT_BOUNCE_THRESHOLD = env.int("FEEDBACK_SOFT_BOUNCE_THRESHOLD", default=3)
+# Reputation guard: well below SES's review levels (5% bounces, 0.1% complaints).
+FEEDBACK_BOUNCE_RATE_THRESHOLD = env.float("FEEDBACK_BOUNCE_RATE_THRESHOLD", default=0.02)
+FEEDBACK_COMPLAINT_RATE_THRESHOLD = env.float("FEEDBACK_COMPLAINT_RATE_THRESHOLD", default=0.0005)
+FEEDBACK_REPUTATION_MIN_SAMPLE = env.int("FEEDBACK_REPUTATION_MIN_SAMPLE", default=200)
+FEEDBACK_REPUTATION_WINDOW_SECONDS = env.int("FEEDBACK_REPUTATION_WINDOW_SECONDS", default=24 * 3600)
+FEEDBACK_REPUTATION_CHECK_SECONDS = env.int("FEEDBACK_REPUTATION_CHECK_SECONDS", default=5)
+# Dashboard and overview.
+FLOWER_URL = env.str("FLOWER_URL", default="http://127.0.0.1:5555/")
+FEEDBACK_WORKERS_CACHE_SECONDS = env.int("FEEDBACK_WORKERS_CACHE_SECONDS", default=10)
+LOGIN_URL = "/admin/login/"

@@ -1,5 +1,5 @@
 from django.contrib import admin
-from django.urls import path, register_converter
+from django.urls import include, path, register_converter
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from delivery.api import MessageCreateApi, MessageDetailApi
@@ -32,4 +32,5 @@ urlpatterns = [
     *api_v1,
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
+    path("", include("feedback.urls")),  # webhooks, analytics API, /metrics, /dashboard/
 ]

@@ -1,0 +1,30 @@
+"""Analytics API: campaign stats and the platform overview (API-key authenticated, read only)."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from campaigns.models import Campaign
+from feedback.selectors.campaign_stats import INTERVALS, campaign_stats
+from feedback.selectors.overview import stats_overview
+
+
+class CampaignStatsApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        interval = serializers.ChoiceField(choices=sorted(INTERVALS), default="minute")
+        since = serializers.DateTimeField(required=False)
+
+    def get(self, request: Request, campaign_id: int) -> Response:
+        params = self.InputSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        campaign = get_object_or_404(Campaign, pk=campaign_id)
+        return Response(campaign_stats(campaign=campaign, **params.validated_data))
+
+
+class StatsOverviewApi(APIView):
+    def get(self, request: Request) -> Response:
+        return Response(stats_overview())

@@ -1,0 +1,110 @@
+"""/metrics for Prometheus, collected from PostgreSQL and the broker at scrape time.
+
+A custom collector (prometheus-client) rather than in-process counters: web, workers and the
+scheduler are separate processes, and the database already holds the facts, so every process
+answers the same numbers without prometheus multiprocess mode. Results are cached for a few
+seconds per process so several scrapers cannot multiply the load.
+
+    notifier_queue_pending_messages{priority}        QUEUED rows
+    notifier_queue_broker_tasks{priority}            LLEN of the Celery queue (batches)
+    notifier_queue_oldest_age_seconds{priority}      age of the oldest QUEUED row
+    notifier_provider_attempts_total{provider,outcome}   provider calls by outcome
+    notifier_provider_call_seconds{priority}         histogram of provider call durations
+    notifier_webhook_events_total{provider,type}     stored (deduplicated) webhook events
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+
+from django.db import connection
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+
+from delivery.models import DeliveryAttempt, EmailMessage
+from feedback.models import EmailEvent
+from feedback.selectors.queues import priority_queues
+from notifier.priorities import Priority
+
+LATENCY_BUCKETS_MS = (50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
+CACHE_SECONDS = 5.0
+
+
+def _latency_histograms() -> HistogramMetricFamily:
+    family = HistogramMetricFamily(
+        "notifier_provider_call_seconds", "Provider call duration per priority", labels=["priority"]
+    )
+    cases = ", ".join(f"SUM(CASE WHEN a.duration_ms <= {b} THEN 1 ELSE 0 END)" for b in LATENCY_BUCKETS_MS)
+    sql = (
+        f"SELECT m.priority, COUNT(*), COALESCE(SUM(a.duration_ms), 0), {cases} "
+        f"FROM {DeliveryAttempt._meta.db_table} a JOIN {EmailMessage._meta.db_table} m "
+        f"ON m.id = a.message_id GROUP BY m.priority"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        rows = cursor.fetchall()
+    for priority, count, total_ms, *cumulative in rows:
+        buckets = [(str(b / 1000), int(n or 0)) for b, n in zip(LATENCY_BUCKETS_MS, cumulative, strict=True)]
+        buckets.append(("+Inf", int(count)))
+        family.add_metric([Priority(priority).label], buckets, float(total_ms) / 1000)
+    return family
+
+
+def _queue_families() -> list[Metric]:
+    pending = GaugeMetricFamily("notifier_queue_pending_messages", "QUEUED messages", labels=["priority"])
+    tasks = GaugeMetricFamily("notifier_queue_broker_tasks", "Tasks in the broker queue", labels=["priority"])
+    oldest = GaugeMetricFamily(
+        "notifier_queue_oldest_age_seconds", "Age of the oldest QUEUED message", labels=["priority"]
+    )
+    for queue in priority_queues():
+        pending.add_metric([queue["priority"]], queue["pending"])
+        if queue["broker_tasks"] is not None:
+            tasks.add_metric([queue["priority"]], queue["broker_tasks"])
+        oldest.add_metric([queue["priority"]], queue["oldest_age_seconds"] or 0.0)
+    return [pending, tasks, oldest]
+
+
+def _provider_family() -> CounterMetricFamily:
+    family = CounterMetricFamily(
+        "notifier_provider_attempts", "Provider calls by outcome", labels=["provider", "outcome"]
+    )
+    rows = DeliveryAttempt.objects.values_list("provider", "outcome").annotate(n=Count("id"))
+    for provider, outcome, n in rows:
+        family.add_metric([provider, outcome], n)
+    return family
+
+
+def _webhook_family() -> CounterMetricFamily:
+    family = CounterMetricFamily(
+        "notifier_webhook_events", "Stored webhook events by type", labels=["provider", "type"]
+    )
+    for provider, event_type, n in EmailEvent.objects.values_list("provider", "event_type").annotate(
+        n=Count("id")
+    ):
+        family.add_metric([provider, event_type], n)
+    return family
+
+
+class NotifierCollector:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cached: tuple[float, list[Metric]] | None = None
+
+    def collect(self) -> Iterable[Metric]:
+        with self._lock:
+            if self._cached is None or time.monotonic() - self._cached[0] > CACHE_SECONDS:
+                families = [*_queue_families(), _provider_family(), _latency_histograms(), _webhook_family()]
+                self._cached = (time.monotonic(), families)
+            return list(self._cached[1])
+
+
+REGISTRY = CollectorRegistry(auto_describe=False)
+REGISTRY.register(NotifierCollector())
+
+
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    return HttpResponse(generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST)

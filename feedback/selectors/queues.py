@@ -1,0 +1,200 @@
+"""Queue depth and age per priority, live workers per queue, provider health (reads only).
+
+Broker depth is LLEN of the Celery queue lists (kombu's Redis transport keeps one list per
+queue, plus one per priority step named `<queue>\\x06\\x16<step>`); it counts *tasks* (batches),
+while `pending` counts messages (QUEUED rows). Oldest age comes from the oldest QUEUED row.
+
+Redis keys read here:
+    notifier:feedback:workers          cached `celery inspect active_queues` (JSON, short TTL)
+    notifier:breaker:<provider>        circuit-breaker state if the delivery app keeps one
+                                       (string or hash field "state"); absent -> "unknown"
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from datetime import timedelta
+from typing import Any
+
+import redis
+from django.conf import settings
+from django.db import connection
+from django.db.models import Count, Min, Q
+from django.db.models.functions import TruncMinute
+from django.utils import timezone
+
+from delivery.models import DeliveryAttempt, EmailMessage
+from notifier.priorities import ALL_QUEUES, POOLS, Priority
+from notifier.redis_client import get_redis, redis_key
+
+logger = logging.getLogger(__name__)
+Status = EmailMessage.Status
+KOMBU_PRIORITY_SEP = "\x06\x16"
+KOMBU_PRIORITY_STEPS = (3, 6, 9)  # kombu's default priority_steps besides 0 (the bare name)
+WARNING_BACKLOG, CRITICAL_BACKLOG = 10_000, 100_000
+
+
+def _broker() -> redis.Redis | None:
+    url = settings.CELERY_BROKER_URL
+    if url.startswith("redis+socket://"):
+        url = "unix://" + url.removeprefix("redis+socket://")
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        return None  # e.g. RabbitMQ: depth comes from its management API, not here
+    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=1)
+
+
+def broker_depths() -> dict[str, int | None]:
+    """Tasks waiting per queue name (None when the broker cannot be read)."""
+    client = _broker()
+    if client is None:
+        return dict.fromkeys(ALL_QUEUES)
+    try:
+        pipe = client.pipeline(transaction=False)
+        for queue in ALL_QUEUES:
+            pipe.llen(queue)
+            for step in KOMBU_PRIORITY_STEPS:
+                pipe.llen(f"{queue}{KOMBU_PRIORITY_SEP}{step}")
+        lengths = pipe.execute()
+    except redis.RedisError:
+        logger.warning("broker unreachable for queue depths")
+        return dict.fromkeys(ALL_QUEUES)
+    width = 1 + len(KOMBU_PRIORITY_STEPS)
+    return {q: sum(lengths[i * width:(i + 1) * width]) for i, q in enumerate(ALL_QUEUES)}
+
+
+def alert_level(*, backlog: int, oldest_age: float | None, sla_seconds: int) -> str:
+    age = oldest_age or 0.0
+    if backlog > CRITICAL_BACKLOG or age > sla_seconds:
+        return "critical"
+    if backlog > WARNING_BACKLOG or age > sla_seconds / 2:
+        return "warning"
+    return "ok"
+
+
+def priority_queues() -> list[dict[str, Any]]:
+    """One entry per priority: pending, processing, broker depth, oldest age, SLA state."""
+    now = timezone.now()
+    rows = (
+        EmailMessage.objects.filter(status__in=(Status.QUEUED, Status.SENDING))
+        .values_list("priority")
+        .annotate(
+            pending=Count("id", filter=Q(status=Status.QUEUED)),
+            processing=Count("id", filter=Q(status=Status.SENDING)),
+            oldest=Min("created_at", filter=Q(status=Status.QUEUED)),
+        )
+    )
+    by_priority = {p: (pending, processing, oldest) for p, pending, processing, oldest in rows}
+    depths = broker_depths()
+    result = []
+    for priority, pool in POOLS.items():
+        pending, processing, oldest = by_priority.get(int(priority), (0, 0, None))
+        age = (now - oldest).total_seconds() if oldest else None
+        result.append({
+            "priority": priority.label, "queue": pool.queue, "pending": pending,
+            "processing": processing, "broker_tasks": depths.get(pool.queue),
+            "oldest_age_seconds": age, "sla_seconds": pool.sla_seconds,
+            "alert": alert_level(backlog=pending, oldest_age=age, sla_seconds=pool.sla_seconds),
+        })
+    return result
+
+
+def throughput_last_hour() -> dict[str, Any]:
+    """Messages sent per priority over the last hour, total and per minute."""
+    since = timezone.now() - timedelta(hours=1)
+    sent = EmailMessage.objects.filter(sent_at__gte=since)
+    totals = dict(sent.values_list("priority").annotate(n=Count("id")))
+    series: dict[str, dict[str, int]] = {}
+    rows = sent.annotate(t=TruncMinute("sent_at")).values_list("t", "priority").annotate(n=Count("id"))
+    for at, priority, n in rows:
+        series.setdefault(at.isoformat(), {})[Priority(priority).label] = n
+    return {
+        "per_priority": {p.label: totals.get(int(p), 0) for p in Priority},
+        "per_minute": [{"t": t, **v} for t, v in sorted(series.items())],
+    }
+
+
+def live_workers() -> dict[str, list[str]]:
+    """Worker names per queue from `celery inspect` (short timeout), cached briefly in Redis."""
+    key = redis_key("feedback", "workers")
+    try:
+        cached = get_redis().get(key)
+    except redis.RedisError:
+        cached = None
+    if cached:
+        return json.loads(cached)
+    from notifier.celery import app
+
+    workers: dict[str, list[str]] = {q: [] for q in ALL_QUEUES}
+    try:
+        replies = app.control.inspect(timeout=0.5).active_queues() or {}
+    except Exception:
+        logger.warning("celery inspect failed", exc_info=True)
+        replies = {}
+    for worker, queues in replies.items():
+        for queue in queues:
+            workers.setdefault(queue["name"], []).append(worker)
+    with contextlib.suppress(redis.RedisError):
+        get_redis().set(key, json.dumps(workers), ex=max(1, settings.FEEDBACK_WORKERS_CACHE_SECONDS))
+    return workers
+
+
+def breaker_state(provider: str) -> str:
+    try:
+        from delivery.services.breaker import breaker_state as delivery_breaker_state  # type: ignore
+
+        return str(delivery_breaker_state(provider))
+    except ImportError:
+        pass
+    try:
+        client = get_redis()
+        key = redis_key("breaker", provider)
+        kind = client.type(key)
+        value = None
+        if kind == b"hash":
+            value = client.hget(key, "state")
+        elif kind == b"string":
+            value = client.get(key)
+    except redis.RedisError:
+        return "unknown"
+    return value.decode() if value else "unknown"
+
+
+def provider_health(*, minutes: int = 15) -> list[dict[str, Any]]:
+    """Per provider over the last minutes: attempts, error rate, latency, breaker state."""
+    since = timezone.now() - timedelta(minutes=minutes)
+    rows = (
+        DeliveryAttempt.objects.filter(created_at__gte=since)
+        .values_list("provider")
+        .annotate(
+            attempts=Count("id"),
+            failed=Count("id", filter=~Q(outcome=DeliveryAttempt.Outcome.ACCEPTED)),
+        )
+    )
+    stats = {p: (a, f) for p, a, f in rows}
+    latency = _latency_p95(since)
+    health = []
+    for name in sorted(set(settings.NOTIFIER_PROVIDERS) | set(stats)):
+        attempts, failed = stats.get(name, (0, 0))
+        health.append({
+            "provider": name, "attempts": attempts, "failed": failed,
+            "error_rate": round(failed / attempts, 4) if attempts else 0.0,
+            "latency_p95_ms": latency.get(name), "breaker": breaker_state(name),
+        })
+    return health
+
+
+def _latency_p95(since) -> dict[str, float]:
+    """95th percentile of provider call time (ms) per provider; average off PostgreSQL."""
+    table = DeliveryAttempt._meta.db_table
+    if connection.vendor == "postgresql":
+        sql = (
+            f"SELECT provider, percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) "
+            f"FROM {table} WHERE created_at >= %s GROUP BY provider"
+        )
+    else:
+        sql = f"SELECT provider, AVG(duration_ms) FROM {table} WHERE created_at >= %s GROUP BY provider"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [since])
+        return {provider: round(float(value), 1) for provider, value in cursor.fetchall()}

@@ -1,0 +1,41 @@
+"""Campaign counters, incremented once per processed batch (never one hot-row UPDATE per event).
+
+Input is the set of *new* marks of the batch (first open of a message, ...), so the counters are
+unique per message by construction. One upsert per batch covers every campaign it touched,
+in campaign-id order (a fixed lock order across concurrent batches).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from django.db import connection
+
+from feedback.models import CampaignEventCounter
+
+COUNTER_TABLE = CampaignEventCounter._meta.db_table
+COUNTED = ("delivered", "opened", "clicked", "bounced", "soft_bounced", "complained", "unsubscribed")
+
+
+def campaign_counters_increment(*, new_marks: Iterable[tuple[int, str]]) -> int:
+    """`new_marks` are (campaign id, mark name); returns how many campaigns were touched."""
+    tally: dict[int, Counter[str]] = {}
+    for campaign_id, name in new_marks:
+        if name in COUNTED:
+            tally.setdefault(campaign_id, Counter())[name] += 1
+    if not tally:
+        return 0
+    params: list[object] = []
+    for campaign_id in sorted(tally):
+        params += [campaign_id, *(tally[campaign_id][name] for name in COUNTED)]
+    row = "(" + ", ".join(["%s"] * (len(COUNTED) + 1)) + ", CURRENT_TIMESTAMP)"
+    updates = ", ".join(f"{c} = {COUNTER_TABLE}.{c} + EXCLUDED.{c}" for c in COUNTED)
+    sql = (
+        f"INSERT INTO {COUNTER_TABLE} (campaign_id, {', '.join(COUNTED)}, updated_at) "
+        f"VALUES {', '.join([row] * len(tally))} "
+        f"ON CONFLICT (campaign_id) DO UPDATE SET {updates}, updated_at = EXCLUDED.updated_at"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+    return len(tally)

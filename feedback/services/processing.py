@@ -1,0 +1,100 @@
+"""Process normalised events: store, mark, move statuses, count, suppress (one transaction).
+
+Everything a batch changes commits together, so a crash or a lost race leaves no half-counted
+batch: the retry finds its events already stored (ON CONFLICT DO NOTHING) and does nothing
+twice. Locks are taken in one order (events, marks, messages, suppressions, counters, each
+sorted) so concurrent batches do not deadlock each other.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from django.db import connection, transaction
+
+from delivery.models import EmailMessage
+from feedback.normalize import NormalizedEvent
+from feedback.services.counters import campaign_counters_increment
+from feedback.services.events import StoredEvent, events_store
+from feedback.services.marks import marks_from_events, marks_record
+from feedback.services.reputation import reputation_check
+from feedback.services.statuses import ambiguous_messages_reconcile, message_statuses_apply
+from feedback.services.suppression import suppressions_from_events
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ProcessReport:
+    total: int = 0
+    new: int = 0
+    unknown: int = 0
+    new_marks: int = 0
+    suppressed: int = 0
+    still_sending: list[int] = field(default_factory=list)
+    stored: list[StoredEvent] = field(default_factory=list, repr=False)
+    campaigns: set[int] = field(default_factory=set)
+    clients: set[str] = field(default_factory=set)
+
+
+def events_process(*, events: Sequence[NormalizedEvent], check_reputation: bool = True) -> ProcessReport:
+    """Apply a batch of normalised events; safe to call again with the same events.
+
+    A caller that wraps this in its own transaction passes `check_reputation=False` and calls
+    `reputation_check` after its commit, so the guard's counting queries hold no row locks.
+    """
+    report = ProcessReport(total=len(events))
+    with transaction.atomic():
+        _relax_commit()
+        stored = events_store(events)
+        _apply(stored, report)
+    if check_reputation and (report.campaigns or report.clients):
+        reputation_check(campaign_ids=report.campaigns, client_ids=report.clients)
+    return report
+
+
+def _relax_commit() -> None:
+    """Do not wait for the WAL flush at commit (PostgreSQL `synchronous_commit = off`).
+
+    Safe here: the raw request is already durable (stored with a normal commit), and this
+    transaction also marks its delivery processed, so a crash that loses the last commits
+    loses them whole: the delivery is pending again and is reprocessed idempotently.
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit TO OFF")
+
+
+def _apply(stored: list[StoredEvent], report: ProcessReport) -> None:
+    report.new, report.stored = len(stored), stored
+    unknown = [s for s in stored if s.message is None]
+    report.unknown = len(unknown)
+    if unknown:
+        logger.warning(
+            "%d webhook events name unknown messages (kept), e.g. %s %s", len(unknown),
+            unknown[0].event.provider, unknown[0].event.provider_message_id,
+        )
+    known = [s for s in stored if s.message is not None]
+    ambiguous = {
+        s.message.id: (s.message.id, s.event.provider, s.event.provider_message_id or "")
+        for s in known if s.message.status == EmailMessage.Status.AMBIGUOUS
+    }
+    if ambiguous:
+        ambiguous_messages_reconcile(refs=[ambiguous[k] for k in sorted(ambiguous)])
+    new_marks, moved_marks = marks_record(marks=marks_from_events(known))
+    report.new_marks = len(new_marks)
+    # Only messages whose marks changed can change status or timestamps: a repeated open of an
+    # already-opened message costs no UPDATE (messages still SENDING are re-applied by a task).
+    changed = {mid for mid, _ in new_marks | moved_marks}
+    report.still_sending = message_statuses_apply(message_ids=sorted(changed)) if changed else []
+    report.suppressed = suppressions_from_events(events=stored)
+    refs = {s.message.id: s.message for s in known}
+    campaign_marks = [
+        (refs[mid].campaign_id, name) for mid, name in new_marks if refs[mid].campaign_id is not None
+    ]
+    campaign_counters_increment(new_marks=campaign_marks)
+    bad = {"bounced", "complained"}
+    report.campaigns = {refs[m].campaign_id for m, n in new_marks if n in bad and refs[m].campaign_id}
+    report.clients = {refs[m].client_id for m, n in new_marks if n in bad and refs[m].client_id}

@@ -1,0 +1,87 @@
+"""Automatic suppression: hard bounces, complaints and unsubscribes; soft bounces by threshold.
+
+Addresses are lower-cased (the send path compares lower-cased addresses). Inserts ignore an
+address already suppressed, so repeats and concurrent batches are harmless. The send path
+re-checks suppressions per batch, so a committed suppression stops further sends mid-campaign.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from datetime import datetime
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from campaigns.models import Suppression
+from feedback.models import SoftBounceTally
+from feedback.normalize import EventType
+from feedback.services.events import StoredEvent
+
+Reason = Suppression.Reason
+TALLY_TABLE = SoftBounceTally._meta.db_table
+
+
+def suppression_reason(stored: StoredEvent) -> str | None:
+    event = stored.event
+    if event.event_type is EventType.BOUNCED and event.bounce_type == "hard":
+        return Reason.HARD_BOUNCE
+    if event.event_type is EventType.COMPLAINED:
+        return Reason.COMPLAINT
+    if event.event_type is EventType.UNSUBSCRIBED:
+        return Reason.UNSUBSCRIBE
+    return None
+
+
+def suppressions_from_events(*, events: Iterable[StoredEvent]) -> int:
+    """Suppress every address a new hard bounce, complaint or unsubscribe names."""
+    found: dict[str, tuple[str, str]] = {}
+    soft: Counter[str] = Counter()
+    for stored in events:
+        address = _address(stored)
+        if not address:
+            continue
+        reason = suppression_reason(stored)
+        if reason:
+            event = stored.event
+            source = f"{event.provider}:{event.event_type.value}:{event.provider_event_id}"
+            found.setdefault(address, (reason, source[:100]))
+        elif stored.event.event_type is EventType.BOUNCED:
+            soft[address] += 1
+    for address in soft_bounces_count(counts=soft):
+        found.setdefault(address, (Reason.HARD_BOUNCE, "soft-bounce-threshold"))
+    return suppressions_add(entries=found)
+
+
+def suppressions_add(*, entries: dict[str, tuple[str, str]]) -> int:
+    """{address: (reason, source)} -> Suppression rows (existing ones are left as they are)."""
+    rows = [Suppression(email=a, reason=r, source=s) for a, (r, s) in sorted(entries.items())]
+    Suppression.objects.bulk_create(rows, ignore_conflicts=True)
+    return len(rows)
+
+
+def soft_bounces_count(*, counts: Counter[str]) -> list[str]:
+    """Add soft bounces per address; return the addresses that reached the threshold."""
+    if not counts:
+        return []
+    now: datetime = timezone.now()
+    params: list[object] = []
+    for address in sorted(counts):
+        params += [address, counts[address], now]
+    sql = (
+        f"INSERT INTO {TALLY_TABLE} (email, count, last_at) VALUES "
+        f"{', '.join(['(%s, %s, %s)'] * len(counts))} ON CONFLICT (email) DO UPDATE SET "
+        f"count = {TALLY_TABLE}.count + EXCLUDED.count, last_at = EXCLUDED.last_at "
+        f"RETURNING email, count"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return [email for email, count in rows if count >= settings.FEEDBACK_SOFT_BOUNCE_THRESHOLD]
+
+
+def _address(stored: StoredEvent) -> str:
+    address = stored.event.recipient or (stored.message.recipient if stored.message else "")
+    return address.strip().lower()[:254]

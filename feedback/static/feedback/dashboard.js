@@ -1,0 +1,124 @@
+// Operations dashboard: redraws tiles, charts and tables from /dashboard/data.json every 2 s.
+(function () {
+  "use strict";
+  const cfg = window.DASHBOARD;
+  const csrf = document.querySelector("input[name=csrfmiddlewaretoken]").value;
+  const PRIORITIES = ["critical", "high", "normal", "low"];
+  const COLORS = ["#d33", "#e0a100", "#2f6fd6", "#7a7f8c", "#2e9e57", "#8e44ad", "#16a085", "#c0392b", "#555"];
+
+  function lineChart(id) {
+    return new Chart(document.getElementById(id), {
+      type: "line",
+      data: { labels: [], datasets: [] },
+      options: { animation: false, responsive: true, scales: { y: { beginAtZero: true } } },
+    });
+  }
+  const charts = { throughput: lineChart("throughput-chart"), events: lineChart("events-chart") };
+
+  function setSeries(chart, points, keys) {
+    chart.data.labels = points.map((p) => p.t.slice(11, 16));
+    chart.data.datasets = keys.map((key, i) => ({
+      label: key, data: points.map((p) => p[key] || 0), borderColor: COLORS[i % COLORS.length], tension: 0.2,
+    }));
+    chart.update();
+  }
+
+  function text(el, value) { if (el) { el.textContent = value; } }
+  function age(seconds) { return seconds == null ? "-" : seconds < 120 ? `${seconds.toFixed(0)} s` : `${(seconds / 60).toFixed(1)} min`; }
+
+  function renderTiles(queues) {
+    for (const q of queues) {
+      const tile = document.querySelector(`.tile[data-priority="${q.priority}"]`);
+      if (!tile) { continue; }
+      tile.className = `tile ${q.alert}`;
+      text(tile.querySelector("[data-field=pending]"), q.pending);
+      text(tile.querySelector("[data-field=processing]"), q.processing);
+      text(tile.querySelector("[data-field=oldest]"), age(q.oldest_age_seconds));
+      text(tile.querySelector("[data-field=sla]"), `${q.alert} (${q.sla_seconds} s)`);
+      text(tile.querySelector("[data-field=workers]"), q.workers.length);
+    }
+  }
+
+  function button(campaign, action) {
+    const b = document.createElement("button");
+    b.textContent = action;
+    b.dataset.action = action;
+    b.addEventListener("click", async () => {
+      b.disabled = true;
+      await fetch(`${cfg.actionUrl}${campaign.id}/${action}`, {
+        method: "POST", headers: { "X-CSRFToken": csrf }, credentials: "same-origin",
+      });
+      refresh();
+    });
+    return b;
+  }
+
+  function renderCampaigns(campaigns) {
+    const body = document.querySelector("#campaigns tbody");
+    body.replaceChildren();
+    if (!campaigns.length) {
+      body.insertAdjacentHTML("beforeend", '<tr><td colspan="5">no running campaigns</td></tr>');
+      return;
+    }
+    for (const c of campaigns) {
+      const row = document.createElement("tr");
+      row.dataset.campaign = c.id;
+      row.innerHTML = `<td>${c.id}</td><td></td><td class="status"></td>
+        <td><progress></progress> <span class="count"></span></td><td class="actions"></td>`;
+      row.children[1].textContent = c.name;
+      row.querySelector(".status").textContent = c.status;
+      const bar = row.querySelector("progress");
+      bar.max = c.total; bar.value = c.done;
+      row.querySelector(".count").textContent = `${c.done}/${c.total}`;
+      const actions = row.querySelector(".actions");
+      if (c.status === "PAUSED") { actions.append(button(c, "resume")); } else { actions.append(button(c, "pause")); }
+      actions.append(button(c, "cancel"));
+      body.append(row);
+    }
+  }
+
+  function renderProviders(providers) {
+    const body = document.querySelector("#providers tbody");
+    body.replaceChildren();
+    for (const p of providers) {
+      const row = document.createElement("tr");
+      for (const v of [p.provider, p.breaker, p.attempts, `${(p.error_rate * 100).toFixed(1)}%`, p.latency_p95_ms ?? "-"]) {
+        const td = document.createElement("td"); td.textContent = v; row.append(td);
+      }
+      body.append(row);
+    }
+  }
+
+  function renderList(id, items, format, empty) {
+    const list = document.getElementById(id);
+    list.replaceChildren();
+    for (const item of items || []) { const li = document.createElement("li"); li.textContent = format(item); list.append(li); }
+    if (!items || !items.length) { const li = document.createElement("li"); li.textContent = empty; list.append(li); }
+  }
+
+  function render(data) {
+    const badge = document.getElementById("overall");
+    badge.className = `badge ${data.alerts.overall}`; badge.textContent = data.alerts.overall;
+    text(document.getElementById("updated"), `updated ${data.generated_at.slice(11, 19)} UTC`);
+    renderTiles(data.queues);
+    setSeries(charts.throughput, data.throughput.per_minute, PRIORITIES);
+    const types = [...new Set(data.webhooks.per_minute.flatMap((p) => Object.keys(p).filter((k) => k !== "t")))].sort();
+    setSeries(charts.events, data.webhooks.per_minute, types);
+    renderCampaigns(data.campaigns);
+    renderProviders(data.providers);
+    renderList("failures", data.failures, (f) => `#${f.id} ${f.recipient}: ${f.error}`, "none");
+    renderList("dead-letters", data.dead_letters, (d) => `#${d.id} ${d.summary}`,
+      data.dead_letters === null ? "dead-letter store not installed" : "none");
+    document.body.dataset.refreshed = String(Number(document.body.dataset.refreshed || 0) + 1);
+  }
+
+  async function refresh() {
+    try {
+      const response = await fetch(cfg.dataUrl, { credentials: "same-origin" });
+      if (response.ok) { render(await response.json()); }
+    } catch (err) { console.warn("dashboard refresh failed", err); }
+  }
+
+  render(JSON.parse(document.getElementById("initial-data").textContent));
+  setInterval(refresh, 2000);
+})();

@@ -1,0 +1,67 @@
+"""Dashboard access rules, its JSON document and the campaign action endpoint."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from campaigns.models import Campaign
+from feedback.normalize import EventType
+from feedback.services.processing import events_process
+from tests.feedback.helpers import campaign, event, sent_messages
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def staff_client(client):
+    user = get_user_model().objects.create_user("ops", password="pw-ops-123", is_staff=True)
+    client.force_login(user)
+    return client
+
+
+def test_dashboard_requires_staff(client):
+    response = client.get("/dashboard/")
+    assert response.status_code == 302 and "/admin/login/" in response["Location"]
+    user = get_user_model().objects.create_user("plain", password="pw-plain-123")
+    client.force_login(user)
+    assert client.get("/dashboard/data.json").status_code == 302
+    assert client.post("/dashboard/campaigns/1/pause").status_code == 302
+
+
+def test_dashboard_page_and_data(staff_client, settings):
+    settings.FLOWER_URL = "http://127.0.0.1:5555/"
+    c = campaign()
+    sent_messages(3, campaign_obj=c)
+    sent_messages(2, campaign_obj=c, status="QUEUED")
+    page = staff_client.get("/dashboard/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'href="http://127.0.0.1:5555/"' in html and "chart-4.6.1.umd.min.js" in html
+    data = staff_client.get("/dashboard/data.json").json()
+    assert [q["priority"] for q in data["queues"]] == ["critical", "high", "normal", "low"]
+    row = next(r for r in data["campaigns"] if r["id"] == c.id)
+    assert (row["done"], row["total"]) == (3, 5)
+    assert data["dead_letters"] is None or isinstance(data["dead_letters"], list)
+
+
+def test_campaign_buttons_change_the_campaign(staff_client):
+    c = campaign()
+    assert staff_client.post(f"/dashboard/campaigns/{c.id}/pause").json()["changed"] is True
+    assert Campaign.objects.get(pk=c.pk).status == Campaign.Status.PAUSED
+    assert staff_client.post(f"/dashboard/campaigns/{c.id}/pause").json()["changed"] is False
+    staff_client.post(f"/dashboard/campaigns/{c.id}/resume")
+    assert Campaign.objects.get(pk=c.pk).status == Campaign.Status.SENDING
+    staff_client.post(f"/dashboard/campaigns/{c.id}/cancel")
+    assert Campaign.objects.get(pk=c.pk).status == Campaign.Status.CANCELLED
+    bad = staff_client.post(f"/dashboard/campaigns/{c.id}/explode")
+    assert bad.status_code == 400 and "action" in bad.json()["error"]["fields"]
+
+
+def test_feedback_admin_pages_load(staff_client):
+    admin = get_user_model().objects.create_superuser("root", password="pw-root-123")
+    staff_client.force_login(admin)
+    (message,) = sent_messages(1, campaign_obj=campaign())
+    events_process(events=[event(message, EventType.DELIVERED)])
+    for model in ("emailevent", "webhookdelivery", "campaigneventcounter", "reputationhold"):
+        assert staff_client.get(f"/admin/feedback/{model}/").status_code == 200, model
