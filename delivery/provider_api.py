@@ -11,6 +11,7 @@ from delivery.selectors import circuit_breakers_list
 
 
 class ProviderListApi(APIView):
+    required_scope = "analytics"
     class OutputSerializer(serializers.Serializer):
         provider = serializers.CharField()
         state = serializers.CharField()

@@ -14,6 +14,7 @@ from feedback.selectors.overview import stats_overview
 
 
 class CampaignStatsApi(APIView):
+    required_scope = "analytics"
     class InputSerializer(serializers.Serializer):
         interval = serializers.ChoiceField(choices=sorted(INTERVALS), default="minute")
         since = serializers.DateTimeField(required=False)
@@ -26,5 +27,6 @@ class CampaignStatsApi(APIView):
 
 
 class StatsOverviewApi(APIView):
+    required_scope = "analytics"
     def get(self, request: Request) -> Response:
         return Response(stats_overview())
