@@ -10,6 +10,7 @@ from django.contrib import admin, messages
 from delivery.models import DeadLetter, DeliveryAttempt, EmailMessage, RateLimit
 from delivery.services.dead_letters import dead_letter_requeue
 from delivery.services.reconcile import message_reconcile
+from notifier.admin_tools import LargeTableAdmin
 
 
 class DeliveryAttemptInline(admin.TabularInline):
@@ -20,10 +21,11 @@ class DeliveryAttemptInline(admin.TabularInline):
 
 
 @admin.register(EmailMessage)
-class EmailMessageAdmin(admin.ModelAdmin):
+class EmailMessageAdmin(LargeTableAdmin):
     list_display = ("id", "recipient", "status", "priority", "provider", "attempts", "created_at")
     list_filter = ("status", "priority", "provider")
-    search_fields = ("recipient", "provider_message_id", "idempotency_key")
+    # Exact matches only: each is an indexed lookup, where icontains would scan millions of rows.
+    search_fields = ("=recipient", "=provider_message_id", "=idempotency_key")
     raw_id_fields = ("campaign", "client", "contact", "template_version")
     inlines = [DeliveryAttemptInline]
     actions = ["reconcile_accepted", "reconcile_not_accepted"]
@@ -42,7 +44,7 @@ class EmailMessageAdmin(admin.ModelAdmin):
 
 
 @admin.register(DeadLetter)
-class DeadLetterAdmin(admin.ModelAdmin):
+class DeadLetterAdmin(LargeTableAdmin):
     list_display = ("id", "message", "final_error", "created_at", "requeued_at")
     list_filter = ("requeued_at",)
     raw_id_fields = ("message",)

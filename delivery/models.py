@@ -72,6 +72,8 @@ class EmailMessage(models.Model):
             models.Index(fields=["status", "claimed_at"], name="msg_status_claimed_idx"),
             models.Index(fields=["campaign", "status"], name="msg_campaign_status_idx"),
             models.Index(fields=["recipient"], name="msg_recipient_idx"),
+            # Webhooks fall back to the provider's id when an event lacks ours.
+            models.Index(fields=["provider_message_id"], name="msg_provider_msgid_idx"),
         ]
 
     def __str__(self) -> str:
