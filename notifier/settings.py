@@ -180,3 +180,23 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("NOTIFIER_LOG_LEVEL", default="INFO")},
 }
+
+# --- Scheduling --------------------------------------------------------------------------------
+# A claimed batch of due ids is returned to the due set when its scheduler has not acknowledged
+# it within this lease (it died or stalled); the database fence stops a second dispatch.
+NOTIFIER_SCHEDULE_LEASE_SECONDS = env.float("NOTIFIER_SCHEDULE_LEASE_SECONDS", default=30.0)
+# Ids one claim script call moves (one guarded UPDATE and one acknowledgement per claim).
+NOTIFIER_SCHEDULE_CLAIM_BATCH = env.int("NOTIFIER_SCHEDULE_CLAIM_BATCH", default=1000)
+# The single-active-dispatcher lock; only saves wasted work, correctness never depends on it.
+NOTIFIER_SCHEDULER_LOCK_TTL_SECONDS = env.float("NOTIFIER_SCHEDULER_LOCK_TTL_SECONDS", default=5.0)
+# Timezone for local_time / optimal sends when neither the request nor the contact names one
+# (empty: such a request is rejected with 400 on `schedule.timezone`).
+NOTIFIER_DEFAULT_TIMEZONE = env.str("NOTIFIER_DEFAULT_TIMEZONE", default="")
+# Fault injection for the scheduler crash tests only: hold a claimed batch this long before the
+# database fence (`claim`) or before publishing it (`fence`).
+NOTIFIER_FAULT_SCHEDULER_PAUSE_AFTER_CLAIM = env.float(
+    "NOTIFIER_FAULT_SCHEDULER_PAUSE_AFTER_CLAIM", default=0.0
+)
+NOTIFIER_FAULT_SCHEDULER_PAUSE_AFTER_FENCE = env.float(
+    "NOTIFIER_FAULT_SCHEDULER_PAUSE_AFTER_FENCE", default=0.0
+)
