@@ -39,7 +39,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, self._stop)
         interval = float(options["interval"])
         self._lock = DispatcherLock(ttl_seconds=settings.NOTIFIER_SCHEDULER_LOCK_TTL_SECONDS)
-        self.stdout.write("scheduler ready")
+        self.stdout.write(f"scheduler ready (lock token {self._lock.token})")
         try:
             while self._running:
                 started = time.monotonic()
