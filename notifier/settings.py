@@ -192,6 +192,8 @@ NOTIFIER_SCHEDULER_LOCK_TTL_SECONDS = env.float("NOTIFIER_SCHEDULER_LOCK_TTL_SEC
 # Timezone for local_time / optimal sends when neither the request nor the contact names one
 # (empty: such a request is rejected with 400 on `schedule.timezone`).
 NOTIFIER_DEFAULT_TIMEZONE = env.str("NOTIFIER_DEFAULT_TIMEZONE", default="")
+# Local hour used for {type: "optimal"} when a recipient has no opens in the last 90 days.
+NOTIFIER_OPTIMAL_FALLBACK_HOUR = env.int("NOTIFIER_OPTIMAL_FALLBACK_HOUR", default=10)
 # Fault injection for the scheduler crash tests only: hold a claimed batch this long before the
 # database fence (`claim`) or before publishing it (`fence`).
 NOTIFIER_FAULT_SCHEDULER_PAUSE_AFTER_CLAIM = env.float(
