@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from django.utils import timezone
 from rest_framework import serializers, status
 from rest_framework.generics import get_object_or_404
 from rest_framework.request import Request
@@ -13,6 +14,7 @@ from rest_framework.views import APIView
 from delivery.models import EmailMessage
 from delivery.services.messages import message_create
 from notifier.priorities import Priority
+from scheduling.inputs import ScheduleInputSerializer, schedule_resolve
 from templates.services import template_version_get_current
 
 MAX_CONTEXT_BYTES = 64 * 1024
@@ -25,6 +27,7 @@ class MessageCreateApi(APIView):
         context = serializers.DictField(required=False, default=dict)
         priority = serializers.ChoiceField(choices=[p.label for p in Priority], default="high")
         idempotency_key = serializers.CharField(max_length=200, required=False)
+        schedule = ScheduleInputSerializer(required=False)
 
         def validate_template(self, value: str):
             version = template_version_get_current(reference=value)
@@ -43,6 +46,8 @@ class MessageCreateApi(APIView):
                 raise serializers.ValidationError(
                     {"context": [f"Missing variables the template needs: {', '.join(missing)}."]}
                 )
+            now = timezone.now()
+            attrs["schedule"] = schedule_resolve(attrs.get("schedule"), recipient=attrs["to"], now=now)
             return attrs
 
     def post(self, request: Request) -> Response:
@@ -56,10 +61,14 @@ class MessageCreateApi(APIView):
             context=data["context"],
             priority=Priority.from_label(data["priority"]),
             idempotency_key=data.get("idempotency_key"),
+            scheduled_for=data["schedule"].due_at,
+            cancel_key=data["schedule"].cancel_key,
         )
         message = created.message
         headers = {"Idempotent-Replayed": "true"} if created.replayed else {}
         body = {"id": message.id, "status": message.status}
+        if message.scheduled_for:
+            body["scheduled_for"] = message.scheduled_for.isoformat()
         return Response(body, status=status.HTTP_202_ACCEPTED, headers=headers)
 
 

@@ -3,6 +3,7 @@ from django.urls import path
 
 from delivery.api import MessageCreateApi, MessageDetailApi
 from notifier.health import healthz
+from scheduling.urls import urlpatterns as scheduling_urls
 from templates.api import TemplateCreateApi
 
 api_v1 = [
@@ -13,6 +14,7 @@ api_v1 = [
 
 urlpatterns = [
     *api_v1,
+    *scheduling_urls,
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
 ]

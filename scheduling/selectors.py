@@ -73,3 +73,37 @@ def optimal_due(*, recipients: dict[str, str], now: datetime) -> dict[str, datet
             cache[key] = timing.next_occurrence(time(key[1]), timing.zone(tz_name), now=now)
         result[email] = cache[key]
     return result
+
+
+def pending_counts(*, campaign_ids: list[int]) -> dict[int, int]:
+    """campaign id -> messages still waiting for their time (SCHEDULED)."""
+    from django.db.models import Count
+
+    from delivery.models import EmailMessage
+
+    rows = (EmailMessage.objects.filter(campaign_id__in=campaign_ids, status=EmailMessage.Status.SCHEDULED)
+            .values("campaign_id").annotate(n=Count("id")))
+    return {row["campaign_id"]: row["n"] for row in rows}
+
+
+def queue_snapshot(*, now: datetime) -> dict[str, dict[str, float | int | None]]:
+    """Per priority: pending (QUEUED, waiting for a worker), processing (SENDING) and the age of
+    the oldest pending message (since it was queued or dispatched from the due set)."""
+    from delivery.models import EmailMessage
+    from notifier.priorities import Priority
+
+    sql = (
+        f"SELECT priority, count(*) FILTER (WHERE status = 'QUEUED'), "
+        f"count(*) FILTER (WHERE status = 'SENDING'), "
+        f"min(COALESCE(requeued_at, created_at)) FILTER (WHERE status = 'QUEUED') "
+        f"FROM {EmailMessage._meta.db_table} WHERE status IN ('QUEUED', 'SENDING') GROUP BY priority"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        rows = {row[0]: row[1:] for row in cursor.fetchall()}
+    snapshot = {}
+    for priority in Priority:
+        pending, processing, oldest = rows.get(int(priority), (0, 0, None))
+        age = round(max(0.0, (now - oldest).total_seconds()), 3) if oldest else None
+        snapshot[priority.label] = {"pending": pending, "processing": processing, "oldest_age_seconds": age}
+    return snapshot
