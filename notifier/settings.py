@@ -189,6 +189,10 @@ NOTIFIER_SCHEDULE_LEASE_SECONDS = env.float("NOTIFIER_SCHEDULE_LEASE_SECONDS", d
 NOTIFIER_SCHEDULE_CLAIM_BATCH = env.int("NOTIFIER_SCHEDULE_CLAIM_BATCH", default=1000)
 # The single-active-dispatcher lock; only saves wasted work, correctness never depends on it.
 NOTIFIER_SCHEDULER_LOCK_TTL_SECONDS = env.float("NOTIFIER_SCHEDULER_LOCK_TTL_SECONDS", default=5.0)
+# The lock holder re-adds SCHEDULED rows overdue by this much to the due set (their Redis entry
+# was lost), every NOTIFIER_SCHEDULE_SWEEP_SECONDS; `rebuild_schedule` does all rows at once.
+NOTIFIER_SCHEDULE_OVERDUE_SECONDS = env.float("NOTIFIER_SCHEDULE_OVERDUE_SECONDS", default=60.0)
+NOTIFIER_SCHEDULE_SWEEP_SECONDS = env.float("NOTIFIER_SCHEDULE_SWEEP_SECONDS", default=30.0)
 # Timezone for local_time / optimal sends when neither the request nor the contact names one
 # (empty: such a request is rejected with 400 on `schedule.timezone`).
 NOTIFIER_DEFAULT_TIMEZONE = env.str("NOTIFIER_DEFAULT_TIMEZONE", default="")

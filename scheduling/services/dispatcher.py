@@ -10,8 +10,8 @@ QUEUED and publishes nothing; a cancelled row is CANCELLED; a row claimed early 
 the due set. Why nothing is lost: ids leave Redis only when acknowledged after the publish; a
 scheduler that dies before that leaves them in processing, and the reaper returns them. A
 scheduler that died after the UPDATE but before the publish left rows QUEUED, never claimed by
-a worker, stamped (`requeued_at`) before the new claim: those are published again (a second
-publish of a row whose task exists is harmless, the worker claim lets one send).
+a worker, stamped (`requeued_at`) well before the new claim: those are published again (a
+second publish of a row whose task exists is harmless, the worker claim lets one send).
 """
 
 from __future__ import annotations
@@ -51,14 +51,22 @@ class DispatchReport:
         self.abandoned += other.abandoned
 
 
-def messages_fence_queue(*, message_ids: Sequence[int], claimed_at: datetime) -> list[tuple[int, int]]:
-    """SCHEDULED -> QUEUED for rows due by the database clock: [(id, priority)] to publish."""
+def messages_fence_queue(
+    *, message_ids: Sequence[int], dispatched_before: datetime
+) -> list[tuple[int, int]]:
+    """SCHEDULED -> QUEUED for rows due by the database clock: [(id, priority)] to publish.
+
+    Also returns rows a scheduler fenced before `dispatched_before` that no worker has claimed
+    since: their ids came back through the reaper, so that scheduler never acknowledged them and
+    may have died before publishing. `dispatched_before` is half a lease before this claim, so a
+    row dispatched moments ago and put back by a concurrent rebuild is not published again.
+    """
     sql = (
         f"UPDATE {TABLE} SET status = %s, requeued_at = statement_timestamp() WHERE id = ANY(%s) AND ("
         f"(status = %s AND scheduled_for <= statement_timestamp()) OR "
         f"(status = %s AND claimed_at IS NULL AND requeued_at < %s)) RETURNING id, priority"
     )
-    params = [Status.QUEUED, list(message_ids), Status.SCHEDULED, Status.QUEUED, claimed_at]
+    params = [Status.QUEUED, list(message_ids), Status.SCHEDULED, Status.QUEUED, dispatched_before]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [(row[0], row[1]) for row in cursor.fetchall()]
@@ -70,7 +78,8 @@ def _still_scheduled(message_ids: Sequence[int]) -> list[tuple[int, float]]:
 
 
 def _lease_left(claim: due.Claim) -> bool:
-    return time.time() < claim.lease_deadline - LEASE_MARGIN_SECONDS
+    margin = min(LEASE_MARGIN_SECONDS, (claim.lease_deadline - claim.claimed_at) / 4)
+    return time.time() < claim.lease_deadline - margin
 
 
 def _pause(seconds: float, what: str, count: int) -> None:
@@ -92,8 +101,9 @@ def due_batch_dispatch(*, now: float | None = None, limit: int | None = None) ->
     if not _lease_left(claim):
         report.abandoned = len(claim.ids)  # the reaper gives them back; someone else dispatches
         return report
-    claimed_at = datetime.fromtimestamp(claim.claimed_at, tz=UTC)
-    rows = messages_fence_queue(message_ids=claim.ids, claimed_at=claimed_at)
+    lease = settings.NOTIFIER_SCHEDULE_LEASE_SECONDS
+    dispatched_before = datetime.fromtimestamp(claim.claimed_at - lease / 2, tz=UTC)
+    rows = messages_fence_queue(message_ids=claim.ids, dispatched_before=dispatched_before)
     _pause(settings.NOTIFIER_FAULT_SCHEDULER_PAUSE_AFTER_FENCE, "fence", len(rows))
     if rows and not _lease_left(claim):
         report.abandoned = len(claim.ids)  # rows stay QUEUED unclaimed: the next claim republishes

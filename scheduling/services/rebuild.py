@@ -9,6 +9,7 @@ twice, or while schedulers run, adds nothing twice.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import datetime
 
 from delivery.models import EmailMessage
 from scheduling.services import due
@@ -42,3 +43,11 @@ def schedule_rebuild(
         if progress:
             progress(seen, added)
     return seen, added
+
+
+def overdue_schedule_restore(*, overdue_before: datetime, limit: int = 10_000) -> int:
+    """Self-healing between full rebuilds: SCHEDULED rows long past due (their due-set entry was
+    never written, e.g. Redis was down at commit) go back into the due set. Returns how many."""
+    rows = (EmailMessage.objects.filter(status=Status.SCHEDULED, scheduled_for__lt=overdue_before)
+            .values_list("id", "scheduled_for")[:limit])
+    return due.due_restore(items=[(pk, when.timestamp()) for pk, when in rows])

@@ -13,7 +13,7 @@ from notifier.redis_client import get_redis
 from scheduling.services import due
 from scheduling.services.dispatcher import due_batch_dispatch, due_drain, messages_fence_queue
 from scheduling.services.lock import DispatcherLock
-from scheduling.services.rebuild import schedule_rebuild
+from scheduling.services.rebuild import overdue_schedule_restore, schedule_rebuild
 from tests import factories
 from tests.scheduling.support import published_ids, schedule_rows, scheduled_rows_insert
 
@@ -70,15 +70,26 @@ def test_claim_abandoned_after_the_fence_is_republished_once_after_the_lease(ver
     ids = _rows(version, 10, -1)
     # A scheduler fenced the rows (QUEUED) and died before publishing: rows QUEUED, never
     # claimed by a worker, ids still in processing.
-    claim = due.due_claim(now=time.time(), limit=1000, lease_seconds=0.2)
+    settings.NOTIFIER_SCHEDULE_LEASE_SECONDS = 0.4
+    claim = due.due_claim(now=time.time(), limit=1000, lease_seconds=0.4)
     assert len(messages_fence_queue(message_ids=claim.ids,
-                                    claimed_at=datetime.fromtimestamp(claim.claimed_at, tz=UTC))) == 10
+                                    dispatched_before=datetime.fromtimestamp(claim.claimed_at, tz=UTC))) == 10
     assert due_batch_dispatch().claimed == 0  # still leased
-    time.sleep(0.3)
+    time.sleep(0.5)
     assert sorted(due.due_reap(now=time.time())) == ids
     assert due_batch_dispatch().dispatched == 10
     assert published_ids() == {pk: 1 for pk in ids}
     assert due_batch_dispatch().claimed == 0
+
+
+def test_a_row_dispatched_moments_ago_and_put_back_by_a_rebuild_is_not_published_again(version):
+    ids = _rows(version, 5, -1)
+    assert due_batch_dispatch().dispatched == 5
+    due.due_restore(items=[(pk, time.time() - 1) for pk in ids])  # a rebuild read them as SCHEDULED
+    report = due_batch_dispatch()
+    assert (report.claimed, report.dispatched) == (5, 0)
+    assert published_ids() == {pk: 1 for pk in ids}
+    assert get_redis().zcard(due.processing_key()) == 0
 
 
 def test_a_late_acknowledgement_does_not_remove_another_claim(version):
@@ -117,3 +128,12 @@ def test_rebuild_restores_scheduled_rows_once_and_skips_claimed_ids(version):
     assert schedule_rebuild(batch_size=500) == (1200, 1197)  # re-scores, adds nothing new
     members = {int(m) for m in get_redis().zrange(due.due_key(), 0, -1)}
     assert members == set(ids[3:]) and not members & set(done)
+
+
+def test_overdue_rows_missing_from_redis_are_swept_back_and_dispatched(version):
+    lost = scheduled_rows_insert(version_id=version.id, count=3,
+                                 due_at=timezone.now() - timedelta(minutes=5))  # never added to Redis
+    recent = scheduled_rows_insert(version_id=version.id, count=2, due_at=timezone.now())
+    assert overdue_schedule_restore(overdue_before=timezone.now() - timedelta(seconds=60)) == 3
+    assert due_drain(budget_seconds=5).dispatched == 3
+    assert set(published_ids()) == set(lost) and not set(published_ids()) & set(recent)

@@ -12,16 +12,19 @@ from __future__ import annotations
 import logging
 import signal
 import time
+from datetime import timedelta
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import OperationalError, close_old_connections
+from django.utils import timezone
 from redis.exceptions import RedisError
 
 from delivery.services.recovery import stalled_messages_recover
 from scheduling.services import due
 from scheduling.services.dispatcher import due_drain
 from scheduling.services.lock import DispatcherLock
+from scheduling.services.rebuild import overdue_schedule_restore
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +41,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, self._stop)
         interval = float(options["interval"])
+        self._next_sweep = 0.0
         self._lock = DispatcherLock(ttl_seconds=settings.NOTIFIER_SCHEDULER_LOCK_TTL_SECONDS)
         self.stdout.write(f"scheduler ready (lock token {self._lock.token})")
         try:
@@ -70,12 +74,22 @@ class Command(BaseCommand):
         reaped = due.due_reap(now=time.time())
         if reaped:
             logger.warning("returned %d expired claims to the due set", len(reaped))
+        self._sweep()
         report = due_drain(budget_seconds=budget, keep_going=self._lock.acquire_or_refresh)
         if report.claimed:
             self.stdout.write(
                 f"dispatched {report.dispatched} of {report.claimed} claimed "
                 f"(returned {report.returned}, abandoned {report.abandoned})"
             )
+
+    def _sweep(self) -> None:
+        if time.monotonic() < self._next_sweep:
+            return
+        self._next_sweep = time.monotonic() + settings.NOTIFIER_SCHEDULE_SWEEP_SECONDS
+        overdue_before = timezone.now() - timedelta(seconds=settings.NOTIFIER_SCHEDULE_OVERDUE_SECONDS)
+        restored = overdue_schedule_restore(overdue_before=overdue_before)
+        if restored:
+            logger.warning("re-added %d overdue scheduled messages to the due set", restored)
 
     def _release(self) -> None:
         try:
