@@ -72,6 +72,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--count", type=int, default=100_000)
     parser.add_argument("--priority", default="low", choices=[p.label for p in Priority])
+    parser.add_argument("--threads", type=int, default=None, help="default: the setting (3)")
     args = parser.parse_args()
     tag = str(int(time.time()))
     t0 = time.perf_counter()
@@ -80,7 +81,7 @@ def main() -> None:
     _zadd(low, high)
     t2 = time.perf_counter()
     print(f"setup: insert {t1 - t0:.1f}s, zadd {t2 - t1:.1f}s")
-    report = due_drain(budget_seconds=3600)
+    report = due_drain(budget_seconds=3600, threads=args.threads)
     elapsed = time.perf_counter() - t2
     print(f"dispatched {report.dispatched} of {args.count} ({args.priority}) in {elapsed:.2f}s: "
           f"{report.dispatched / elapsed:,.0f}/s")

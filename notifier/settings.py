@@ -187,6 +187,8 @@ LOGGING = {
 NOTIFIER_SCHEDULE_LEASE_SECONDS = env.float("NOTIFIER_SCHEDULE_LEASE_SECONDS", default=30.0)
 # Ids one claim script call moves (one guarded UPDATE and one acknowledgement per claim).
 NOTIFIER_SCHEDULE_CLAIM_BATCH = env.int("NOTIFIER_SCHEDULE_CLAIM_BATCH", default=1000)
+# Claim/fence/publish loops a scheduler runs in parallel while draining a backlog.
+NOTIFIER_SCHEDULE_DISPATCH_THREADS = env.int("NOTIFIER_SCHEDULE_DISPATCH_THREADS", default=3)
 # The single-active-dispatcher lock; only saves wasted work, correctness never depends on it.
 NOTIFIER_SCHEDULER_LOCK_TTL_SECONDS = env.float("NOTIFIER_SCHEDULER_LOCK_TTL_SECONDS", default=5.0)
 # The lock holder re-adds SCHEDULED rows overdue by this much to the due set (their Redis entry

@@ -21,6 +21,13 @@ pytestmark = pytest.mark.django_db
 Status = EmailMessage.Status
 
 
+@pytest.fixture(autouse=True)
+def _one_thread(settings):
+    """These tests run inside one test transaction, which other threads' connections cannot see;
+    the threaded drain runs in the scheduler process tests."""
+    settings.NOTIFIER_SCHEDULE_DISPATCH_THREADS = 1
+
+
 @pytest.fixture
 def version():
     return factories.template_version()

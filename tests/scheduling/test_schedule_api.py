@@ -181,3 +181,24 @@ def test_a_recurring_run_is_claimed_once_per_slot_and_not_while_paused(api):
     assert _claim_run(schedule_id, fire + timedelta(seconds=2)) is None  # duplicate fire
     api.post(f"/api/v1/schedules/{schedule_id}/pause")
     assert _claim_run(schedule_id, datetime(2026, 3, 8, 13, tzinfo=UTC)) is None
+
+
+def test_a_one_off_campaign_schedule_lists_its_pending_count_and_cancel_stops_its_rows(api, api_key):
+    from campaigns.models import Campaign
+    from clients.models import ApiClient
+    from scheduling.services.one_off import schedule_record_campaign
+    from tests import factories
+
+    version = factories.template_version()
+    client = ApiClient.objects.get()
+    campaign = Campaign.objects.create(name="flash sale", template_version=version, client=client)
+    at = timezone.now() + timedelta(hours=3)
+    rows = [factories.email_message(version=version, campaign=campaign, status=Status.SCHEDULED,
+                                    scheduled_for=at) for _ in range(3)]
+    due.messages_schedule(items=[(m.id, at) for m in rows])
+    schedule = schedule_record_campaign(client_id=client.pk, campaign_id=campaign.pk, name="flash sale",
+                                        type="local_time", scheduled_at=at, timezone="Europe/Berlin")
+    listed = api.get("/api/v1/schedules").json()["schedules"][0]
+    assert (listed["campaign_id"], listed["pending_count"], listed["type"]) == (campaign.pk, 3, "local_time")
+    assert api.delete(f"/api/v1/schedules/{schedule.pk}").json()["pending_count"] == 0
+    assert EmailMessage.objects.filter(campaign=campaign, status=Status.CANCELLED).count() == 3
