@@ -202,3 +202,11 @@ def test_a_one_off_campaign_schedule_lists_its_pending_count_and_cancel_stops_it
     assert (listed["campaign_id"], listed["pending_count"], listed["type"]) == (campaign.pk, 3, "local_time")
     assert api.delete(f"/api/v1/schedules/{schedule.pk}").json()["pending_count"] == 0
     assert EmailMessage.objects.filter(campaign=campaign, status=Status.CANCELLED).count() == 3
+
+
+def test_the_beat_task_is_registered_under_the_name_the_periodic_task_uses():
+    from notifier.celery import app
+    from scheduling.services.recurring import TASK_NAME
+
+    app.loader.import_default_modules()
+    assert TASK_NAME == "scheduling.run_recurring" and TASK_NAME in app.tasks
