@@ -58,7 +58,9 @@ class Command(BaseCommand):
         close_old_connections()
         try:
             self._dispatch(budget)
-        except (OperationalError, RedisError):
+        except Exception:
+            # Database, Redis or broker down: nothing is lost (claims return after their lease,
+            # fenced rows are republished), so log and try again next tick.
             logger.exception("dispatch failed; claims come back after their lease")
         try:
             report = stalled_messages_recover()
