@@ -210,3 +210,46 @@ def test_the_beat_task_is_registered_under_the_name_the_periodic_task_uses():
 
     app.loader.import_default_modules()
     assert TASK_NAME == "scheduling.run_recurring" and TASK_NAME in app.tasks
+
+
+def _next_dst_day(tz_name: str, *, gap: bool) -> datetime:
+    """The next day (from today) on which 02:30 local falls in a DST gap (or 01:30 in an overlap)."""
+    tz = timing.zone(tz_name)
+    day = timezone.now().date() + timedelta(days=1)
+    for _ in range(400):
+        if gap and timing.is_gap(datetime(day.year, day.month, day.day, 2, 30), tz):
+            return day
+        if not gap and timing.is_ambiguous(datetime(day.year, day.month, day.day, 1, 30), tz):
+            return day
+        day += timedelta(days=1)
+    raise AssertionError("no DST change within 400 days")
+
+
+@pytest.mark.parametrize(("tz_name", "at", "gap", "offset_hours"), [
+    ("America/New_York", "02:30", True, -5),   # shifted forward: read with EST, i.e. 03:30 EDT
+    ("America/New_York", "01:30", False, -4),  # first occurrence: EDT
+    ("Europe/Berlin", "02:30", True, 1),       # read with CET, i.e. 03:30 CEST
+])
+def test_local_time_on_a_dst_change_day_through_the_api(send, tz_name, at, gap, offset_hours):
+    day = _next_dst_day(tz_name, gap=gap)
+    response = send({"type": "local_time", "local_time": at, "date": day.isoformat(), "timezone": tz_name})
+    assert response.status_code == 202, response.json()
+    hour, minute = map(int, at.split(":"))
+    wall = datetime(day.year, day.month, day.day, hour, minute, tzinfo=UTC)
+    expected = wall - timedelta(hours=offset_hours)
+    assert EmailMessage.objects.get(pk=response.json()["id"]).scheduled_for == expected
+
+
+def test_optimal_uses_the_recipients_open_history(send):
+    from feedback.models import EmailEvent
+
+    Contact.objects.create(email="ada@example.com", timezone="Asia/Kolkata")
+    for n in range(3):  # 14:40 UTC = 20:10 in Kolkata
+        opened = (timezone.now() - timedelta(days=n + 1)).replace(hour=14, minute=40)
+        EmailEvent.objects.create(provider="ses", provider_event_id=f"o{n}", event_type="opened",
+                                  recipient="ada@example.com", occurred_at=opened)
+    response = send({"type": "optimal"})
+    scheduled = EmailMessage.objects.get(pk=response.json()["id"]).scheduled_for
+    local = scheduled.astimezone(timing.zone("Asia/Kolkata"))
+    assert (local.hour, local.minute) == (20, 0)
+    assert timedelta(0) < scheduled - timezone.now() <= timedelta(days=1)
