@@ -253,3 +253,14 @@ def test_optimal_uses_the_recipients_open_history(send):
     local = scheduled.astimezone(timing.zone("Asia/Kolkata"))
     assert (local.hour, local.minute) == (20, 0)
     assert timedelta(0) < scheduled - timezone.now() <= timedelta(days=1)
+
+
+def test_admin_lists_schedules_and_its_pause_action_uses_the_service(api, admin_client):
+    schedule_id = api.post("/api/v1/schedules", RECURRING, format="json").json()["id"]
+    assert admin_client.get("/admin/scheduling/schedule/").status_code == 200
+    assert admin_client.get(f"/admin/scheduling/schedule/{schedule_id}/change/").status_code == 200
+    response = admin_client.post("/admin/scheduling/schedule/",
+                                 {"action": "pause", "_selected_action": [schedule_id]})
+    assert response.status_code == 302
+    schedule = Schedule.objects.get(pk=schedule_id)
+    assert schedule.status == "paused" and not schedule.periodic_task.enabled
