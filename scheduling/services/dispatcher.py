@@ -128,8 +128,8 @@ def _drain_loop(deadline: float, keep_going: Callable[[], bool]) -> DispatchRepo
         while time.monotonic() < deadline and keep_going():
             report = due_batch_dispatch(limit=limit)
             total.add(report)
-            if report.claimed < limit:
-                break
+            if report.claimed < limit or report.returned == report.claimed:
+                break  # drained, or only ids the database clock says are not due yet
     finally:
         if threading.current_thread() is not threading.main_thread():
             connection.close()  # each thread had its own connection
@@ -150,7 +150,7 @@ def due_drain(
     threads = threads or settings.NOTIFIER_SCHEDULE_DISPATCH_THREADS
     deadline = time.monotonic() + budget_seconds
     total = due_batch_dispatch()
-    if total.claimed < settings.NOTIFIER_SCHEDULE_CLAIM_BATCH:
+    if total.claimed < settings.NOTIFIER_SCHEDULE_CLAIM_BATCH or total.returned == total.claimed:
         return total
     if threads <= 1:
         total.add(_drain_loop(deadline, keep_going))
