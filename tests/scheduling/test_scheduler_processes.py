@@ -26,6 +26,7 @@ from scheduling.services.lock import lock_key
 from tests import factories
 from tests.scheduling.support import published_ids, schedule_rows, scheduled_rows_insert
 from tests.support import processes
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.e2e
 Status = EmailMessage.Status
@@ -159,3 +160,20 @@ def test_redis_flushed_with_future_sends_pending_is_rebuilt_and_each_sent_once(e
     time.sleep(1.5)
     _assert_published_exactly_once(ids)
     assert _dispatched_early() == 0
+
+
+def test_broker_down_at_publish_keeps_the_scheduler_alive_and_the_rows_are_published_once_later(
+    env, spawn, tmp_path
+):
+    ids = _rows(500, due_in=-1)
+    dead_broker = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    broken = spawn(processes.scheduler({**env, "CELERY_BROKER_URL": dead_broker}, tmp_path, name="no-broker"))
+    broken.wait_for_log("dispatch failed", timeout=60)
+    assert _queued(ids) == len(ids)  # fenced in PostgreSQL, never published
+    assert published_ids() == {}
+    assert broken.process.poll() is None  # still ticking
+    broken.kill_group(signal.SIGKILL)
+    spawn(processes.scheduler(env, tmp_path, name="with-broker"))
+    assert _wait_for(lambda: len(published_ids()) == len(ids), timeout=30, interval=0.2)
+    time.sleep(1.5)
+    _assert_published_exactly_once(ids)
