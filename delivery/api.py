@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers, status
 from rest_framework.generics import get_object_or_404
@@ -14,6 +15,7 @@ from delivery.models import EmailMessage
 from delivery.services.messages import message_create
 from notifier.api_fields import ContextField, SafeEmailField, StrictInputMixin
 from notifier.priorities import Priority
+from scheduling.inputs import ScheduleInputSerializer, schedule_resolve
 from templates.services import template_version_get_current
 
 
@@ -27,6 +29,7 @@ class MessageCreateApi(APIView):
         context = ContextField()
         priority = serializers.ChoiceField(choices=[p.label for p in Priority], default="high")
         idempotency_key = serializers.CharField(max_length=200, required=False)
+        schedule = ScheduleInputSerializer(required=False)
 
         def validate_template(self, value: str):
             version = template_version_get_current(reference=value)
@@ -40,11 +43,14 @@ class MessageCreateApi(APIView):
                 raise serializers.ValidationError(
                     {"context": [f"Missing variables the template needs: {', '.join(missing)}."]}
                 )
+            now = timezone.now()
+            attrs["schedule"] = schedule_resolve(attrs.get("schedule"), recipient=attrs["to"], now=now)
             return attrs
 
     class OutputSerializer(serializers.Serializer):
         id = serializers.IntegerField()
         status = serializers.ChoiceField(choices=EmailMessage.Status.choices)
+        scheduled_for = serializers.DateTimeField(required=False, help_text="Set for future sends.")
 
     @extend_schema(
         summary="Send one transactional email",
@@ -73,10 +79,14 @@ class MessageCreateApi(APIView):
             context=data["context"],
             priority=Priority.from_label(data["priority"]),
             idempotency_key=data.get("idempotency_key"),
+            scheduled_for=data["schedule"].due_at,
+            cancel_key=data["schedule"].cancel_key,
         )
         message = created.message
         headers = {"Idempotent-Replayed": "true"} if created.replayed else {}
         body = {"id": message.id, "status": message.status}
+        if message.scheduled_for:
+            body["scheduled_for"] = message.scheduled_for.isoformat()
         return Response(body, status=status.HTTP_202_ACCEPTED, headers=headers)
 
 

@@ -300,3 +300,30 @@ FEEDBACK_REPUTATION_CHECK_SECONDS = env.int("FEEDBACK_REPUTATION_CHECK_SECONDS",
 FLOWER_URL = env.str("FLOWER_URL", default="http://127.0.0.1:5555/")
 FEEDBACK_WORKERS_CACHE_SECONDS = env.int("FEEDBACK_WORKERS_CACHE_SECONDS", default=10)
 LOGIN_URL = "/admin/login/"
+# --- Scheduling --------------------------------------------------------------------------------
+# A claimed batch of due ids is returned to the due set when its scheduler has not acknowledged
+# it within this lease (it died or stalled); the database fence stops a second dispatch.
+NOTIFIER_SCHEDULE_LEASE_SECONDS = env.float("NOTIFIER_SCHEDULE_LEASE_SECONDS", default=30.0)
+# Ids one claim script call moves (one guarded UPDATE and one acknowledgement per claim).
+NOTIFIER_SCHEDULE_CLAIM_BATCH = env.int("NOTIFIER_SCHEDULE_CLAIM_BATCH", default=1000)
+# Claim/fence/publish loops a scheduler runs in parallel while draining a backlog.
+NOTIFIER_SCHEDULE_DISPATCH_THREADS = env.int("NOTIFIER_SCHEDULE_DISPATCH_THREADS", default=3)
+# The single-active-dispatcher lock; only saves wasted work, correctness never depends on it.
+NOTIFIER_SCHEDULER_LOCK_TTL_SECONDS = env.float("NOTIFIER_SCHEDULER_LOCK_TTL_SECONDS", default=5.0)
+# The lock holder re-adds SCHEDULED rows overdue by this much to the due set (their Redis entry
+# was lost), every NOTIFIER_SCHEDULE_SWEEP_SECONDS; `rebuild_schedule` does all rows at once.
+NOTIFIER_SCHEDULE_OVERDUE_SECONDS = env.float("NOTIFIER_SCHEDULE_OVERDUE_SECONDS", default=60.0)
+NOTIFIER_SCHEDULE_SWEEP_SECONDS = env.float("NOTIFIER_SCHEDULE_SWEEP_SECONDS", default=30.0)
+# Timezone for local_time / optimal sends when neither the request nor the contact names one
+# (empty: such a request is rejected with 400 on `schedule.timezone`).
+NOTIFIER_DEFAULT_TIMEZONE = env.str("NOTIFIER_DEFAULT_TIMEZONE", default="")
+# Local hour used for {type: "optimal"} when a recipient has no opens in the last 90 days.
+NOTIFIER_OPTIMAL_FALLBACK_HOUR = env.int("NOTIFIER_OPTIMAL_FALLBACK_HOUR", default=10)
+# Fault injection for the scheduler crash tests only: hold a claimed batch this long before the
+# database fence (`claim`) or before publishing it (`fence`).
+NOTIFIER_FAULT_SCHEDULER_PAUSE_AFTER_CLAIM = env.float(
+    "NOTIFIER_FAULT_SCHEDULER_PAUSE_AFTER_CLAIM", default=0.0
+)
+NOTIFIER_FAULT_SCHEDULER_PAUSE_AFTER_FENCE = env.float(
+    "NOTIFIER_FAULT_SCHEDULER_PAUSE_AFTER_FENCE", default=0.0
+)

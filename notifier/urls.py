@@ -6,6 +6,7 @@ from delivery.api import MessageCreateApi, MessageDetailApi
 from delivery.provider_api import ProviderListApi
 from notifier.health import healthz
 from notifier.url_converters import IdConverter
+from scheduling.urls import urlpatterns as scheduling_urls
 from templates.api import TemplateDetailApi, TemplateListCreateApi, TemplateRenderApi
 
 # <id:pk> matches at most 18 digits: a bigger number is a 404, never a bigint overflow 500.
@@ -30,6 +31,7 @@ api_docs = [
 urlpatterns = [
     *api_docs,
     *api_v1,
+    *scheduling_urls,
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("", include("feedback.urls")),  # webhooks, analytics API, /metrics, /dashboard/

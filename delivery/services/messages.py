@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import IntegrityError, transaction
 
@@ -39,9 +40,26 @@ def _enqueue_after_commit(message_id: int, priority: Priority) -> None:
         logger.exception("could not publish message %s; recovery will retry", message_id)
 
 
+def _schedule_after_commit(message_id: int, due_at: datetime) -> None:
+    """The row (SCHEDULED, scheduled_for) is the record; if Redis is down, the scheduler's
+    overdue sweep or `rebuild_schedule` puts it back in the due set."""
+    from scheduling.services.due import messages_schedule
+
+    try:
+        messages_schedule(items=[(message_id, due_at)])
+    except Exception:
+        logger.exception("could not add message %s to the due set; the sweep will", message_id)
+
+
 def client_idempotency_key(client: ApiClient, key: str | None) -> str:
     """Callers' keys are scoped to the caller; without one every call is new."""
     return f"client:{client.pk}:{key}" if key else f"auto:{uuid.uuid4().hex}"
+
+
+def _initial_status(suppressed: bool, scheduled_for: datetime | None) -> str:
+    if suppressed:
+        return Status.SUPPRESSED
+    return Status.SCHEDULED if scheduled_for is not None else Status.QUEUED
 
 
 def message_create(
@@ -52,7 +70,10 @@ def message_create(
     context: dict,
     priority: Priority,
     idempotency_key: str | None = None,
+    scheduled_for: datetime | None = None,
+    cancel_key: str = "",
 ) -> MessageCreated:
+    """Record one message; publish it now, or (scheduled_for) leave it SCHEDULED in the due set."""
     key = client_idempotency_key(client, idempotency_key)
     existing = EmailMessage.objects.filter(idempotency_key=key).first()
     if existing:
@@ -67,10 +88,14 @@ def message_create(
                 context=context,
                 priority=priority,
                 idempotency_key=key,
-                status=Status.SUPPRESSED if suppressed else Status.QUEUED,
+                status=_initial_status(suppressed, scheduled_for),
                 error="suppressed" if suppressed else "",
+                scheduled_for=scheduled_for,
+                cancel_key=cancel_key,
             )
-            if not suppressed:
+            if message.status == Status.SCHEDULED:
+                transaction.on_commit(lambda: _schedule_after_commit(message.id, scheduled_for))
+            elif message.status == Status.QUEUED:
                 transaction.on_commit(lambda: _enqueue_after_commit(message.id, priority))
     except IntegrityError:
         # A concurrent call with the same key won the insert.

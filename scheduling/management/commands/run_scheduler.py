@@ -1,8 +1,10 @@
 """python manage.py run_scheduler: the scheduler process.
 
-Ticks every second. Today each tick runs the recovery loop (stale claims back to their queue,
-lost tasks re-published, unanswered hand-offs held as AMBIGUOUS); the due-set dispatcher of the
-scheduling engine joins this loop. Several can run at once: every step is fenced in the database.
+Each tick (default every second): the holder of the dispatcher lock returns expired claims to
+the due set and dispatches every due message (scheduling.services.dispatcher), then every
+scheduler runs the recovery loop (stale claims back to their queue, lost tasks re-published,
+unanswered hand-offs held as AMBIGUOUS). Several can run at once: the lock only saves work,
+every step is fenced in the database.
 """
 
 from __future__ import annotations
@@ -10,17 +12,25 @@ from __future__ import annotations
 import logging
 import signal
 import time
+from datetime import timedelta
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import OperationalError, close_old_connections
+from django.utils import timezone
+from redis.exceptions import RedisError
 
 from delivery.services.recovery import stalled_messages_recover
+from scheduling.services import due
+from scheduling.services.dispatcher import due_drain
+from scheduling.services.lock import DispatcherLock
+from scheduling.services.rebuild import overdue_schedule_restore
 
 logger = logging.getLogger(__name__)
 
 
 class Command(BaseCommand):
-    help = "Run the scheduler loop (recovery of stalled sends; due-time dispatch)."
+    help = "Run the scheduler loop (due-time dispatch; recovery of stalled sends)."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--interval", type=float, default=1.0, help="seconds between ticks")
@@ -31,14 +41,27 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, self._stop)
         interval = float(options["interval"])
-        while self._running:
-            self._tick()
-            if options["once"]:
-                return
-            time.sleep(interval)
+        self._next_sweep = 0.0
+        self._lock = DispatcherLock(ttl_seconds=settings.NOTIFIER_SCHEDULER_LOCK_TTL_SECONDS)
+        self.stdout.write(f"scheduler ready (lock token {self._lock.token})")
+        try:
+            while self._running:
+                started = time.monotonic()
+                self._tick(budget=max(interval, settings.NOTIFIER_SCHEDULER_LOCK_TTL_SECONDS / 2))
+                if options["once"]:
+                    return
+                time.sleep(max(0.0, interval - (time.monotonic() - started)))
+        finally:
+            self._release()
 
-    def _tick(self) -> None:
+    def _tick(self, *, budget: float) -> None:
         close_old_connections()
+        try:
+            self._dispatch(budget)
+        except Exception:
+            # Database, Redis or broker down: nothing is lost (claims return after their lease,
+            # fenced rows are republished), so log and try again next tick.
+            logger.exception("dispatch failed; claims come back after their lease")
         try:
             report = stalled_messages_recover()
         except OperationalError:
@@ -46,6 +69,35 @@ class Command(BaseCommand):
             return
         if report.requeued or report.orphans or report.ambiguous:
             self.stdout.write(str(report))
+
+    def _dispatch(self, budget: float) -> None:
+        if not self._lock.acquire_or_refresh():
+            return
+        reaped = due.due_reap(now=time.time())
+        if reaped:
+            logger.warning("returned %d expired claims to the due set", len(reaped))
+        self._sweep()
+        report = due_drain(budget_seconds=budget, keep_going=self._lock.acquire_or_refresh)
+        if report.claimed:
+            self.stdout.write(
+                f"dispatched {report.dispatched} of {report.claimed} claimed "
+                f"(returned {report.returned}, abandoned {report.abandoned})"
+            )
+
+    def _sweep(self) -> None:
+        if time.monotonic() < self._next_sweep:
+            return
+        self._next_sweep = time.monotonic() + settings.NOTIFIER_SCHEDULE_SWEEP_SECONDS
+        overdue_before = timezone.now() - timedelta(seconds=settings.NOTIFIER_SCHEDULE_OVERDUE_SECONDS)
+        restored = overdue_schedule_restore(overdue_before=overdue_before)
+        if restored:
+            logger.warning("re-added %d overdue scheduled messages to the due set", restored)
+
+    def _release(self) -> None:
+        try:
+            self._lock.release()
+        except RedisError:
+            logger.warning("could not release the dispatcher lock; it expires on its own")
 
     def _stop(self, *_: object) -> None:
         self._running = False

@@ -1,0 +1,115 @@
+"""The schedules API: list (with the queue snapshot), create recurring, show, pause, resume,
+cancel; and cancelling delayed messages by their cancel_key."""
+
+from __future__ import annotations
+
+from django.utils import timezone
+from rest_framework import serializers, status
+from rest_framework.generics import get_object_or_404
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from scheduling import selectors, timing
+from scheduling.models import Schedule
+from scheduling.services import due
+from scheduling.services.cancel import messages_cancel_by_key
+from scheduling.services.recurring import (
+    schedule_cancel,
+    schedule_create_recurring,
+    schedule_pause,
+    schedule_resume,
+)
+
+
+class ScheduleOutputSerializer(serializers.ModelSerializer):
+    pending_count = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Schedule
+        fields = ["id", "name", "campaign_id", "type", "cron", "timezone", "scheduled_at", "next_run",
+                  "last_run", "status", "pending_count"]
+
+    def get_pending_count(self, schedule: Schedule) -> int:
+        return self.context.get("pending", {}).get(schedule.campaign_id, 0)
+
+
+def _schedule_body(schedules: list[Schedule]) -> list[dict]:
+    pending = selectors.pending_counts(campaign_ids=[s.campaign_id for s in schedules if s.campaign_id])
+    return ScheduleOutputSerializer(schedules, many=True, context={"pending": pending}).data
+
+
+def _due_set_body(now_epoch: float) -> dict:
+    stats = due.due_stats(now=now_epoch)
+    oldest = round(now_epoch - stats.oldest_due_epoch, 3) if stats.oldest_due_epoch else None
+    return {"due_now": stats.due_now, "future": stats.future, "processing": stats.processing,
+            "oldest_due_age_seconds": oldest if oldest and oldest > 0 else 0 if stats.due_now else None}
+
+
+class ScheduleListApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        name = serializers.CharField(max_length=200)
+        type = serializers.ChoiceField(choices=["recurring"])
+        cron = serializers.CharField(max_length=120)
+        timezone = serializers.CharField(max_length=64, default="UTC")
+        definition = serializers.DictField()
+
+    def get(self, request: Request) -> Response:
+        now = timezone.now()
+        schedules = list(Schedule.objects.filter(client=request.user).order_by("-id")[:500])
+        return Response({
+            "schedules": _schedule_body(schedules),
+            "queue_snapshot": selectors.queue_snapshot(now=now),
+            "due_set": _due_set_body(now.timestamp()),
+        })
+
+    def post(self, request: Request) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        try:
+            schedule = schedule_create_recurring(
+                client=request.user, name=data["name"], cron=data["cron"], timezone=data["timezone"],
+                definition=data["definition"], now=timezone.now(),
+            )
+        except timing.TimingError as exc:
+            raise serializers.ValidationError({exc.field: [str(exc)]}) from exc
+        return Response(_schedule_body([schedule])[0], status=status.HTTP_201_CREATED)
+
+
+def _own_schedule(request: Request, schedule_id: int) -> Schedule:
+    return get_object_or_404(Schedule, pk=schedule_id, client=request.user)
+
+
+class ScheduleDetailApi(APIView):
+    def get(self, request: Request, schedule_id: int) -> Response:
+        return Response(_schedule_body([_own_schedule(request, schedule_id)])[0])
+
+    def delete(self, request: Request, schedule_id: int) -> Response:
+        schedule = schedule_cancel(schedule=_own_schedule(request, schedule_id))
+        return Response(_schedule_body([schedule])[0])
+
+
+class SchedulePauseApi(APIView):
+    def post(self, request: Request, schedule_id: int) -> Response:
+        schedule = schedule_pause(schedule=_own_schedule(request, schedule_id))
+        return Response(_schedule_body([schedule])[0])
+
+
+class ScheduleResumeApi(APIView):
+    def post(self, request: Request, schedule_id: int) -> Response:
+        schedule = schedule_resume(schedule=_own_schedule(request, schedule_id), now=timezone.now())
+        return Response(_schedule_body([schedule])[0])
+
+
+class ScheduleCancelByKeyApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        cancel_key = serializers.CharField(max_length=200)
+
+    def post(self, request: Request) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        key = serializer.validated_data["cancel_key"]
+        result = messages_cancel_by_key(client_id=request.user.pk, cancel_key=key)
+        return Response({"cancel_key": key, "cancelled": len(result.cancelled),
+                         "message_ids": result.cancelled, "already_dispatched": result.already_dispatched})

@@ -1,0 +1,53 @@
+"""Schedules an operator can see, pause, resume and cancel.
+
+A recurring schedule is stored next to a django-celery-beat PeriodicTask + CrontabSchedule, so
+it shows (and can be toggled) in the admin's "Periodic tasks"; each beat fire runs
+`scheduling.run_recurring(schedule_id)`, which creates a new campaign run from `definition`.
+One-off campaign schedules (scheduled / local_time / optimal) are recorded here too so the
+schedules API can list them with their pending count; their messages wait in the due set.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class Schedule(models.Model):
+    class Type(models.TextChoices):
+        RECURRING = "recurring"
+        SCHEDULED = "scheduled"
+        LOCAL_TIME = "local_time"
+        OPTIMAL = "optimal"
+
+    class Status(models.TextChoices):
+        ACTIVE = "active"
+        PAUSED = "paused"
+        CANCELLED = "cancelled"
+
+    client = models.ForeignKey("clients.ApiClient", null=True, blank=True, on_delete=models.SET_NULL)
+    name = models.CharField(max_length=200)
+    type = models.CharField(max_length=16, choices=Type.choices)
+    cron = models.CharField(max_length=120, blank=True, default="")
+    timezone = models.CharField(max_length=64, default="UTC")
+    # The campaign to create on each run (passed to campaigns.services.launch.campaign_launch).
+    definition = models.JSONField(default=dict, blank=True)
+    # The one-off campaign, or the campaign created by the latest recurring run.
+    campaign = models.ForeignKey(
+        "campaigns.Campaign", null=True, blank=True, on_delete=models.SET_NULL, related_name="schedules"
+    )
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.ACTIVE)
+    scheduled_at = models.DateTimeField(null=True, blank=True)
+    last_run = models.DateTimeField(null=True, blank=True)
+    next_run = models.DateTimeField(null=True, blank=True)
+    runs = models.PositiveIntegerField(default=0)
+    periodic_task = models.OneToOneField(
+        "django_celery_beat.PeriodicTask", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["client", "status"], name="schedule_client_status_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.type}, {self.status})"

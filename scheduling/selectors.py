@@ -1,0 +1,109 @@
+"""Reads for scheduling: recipients' timezones and their best open hour."""
+
+from __future__ import annotations
+
+from datetime import datetime, time, timedelta
+
+from django.conf import settings
+from django.db import connection
+
+from campaigns.models import Contact
+from feedback.models import EmailEvent
+from scheduling import timing
+
+OPEN_HISTORY_DAYS = 90
+EVENTS = EmailEvent._meta.db_table
+
+
+def recipient_timezone(*, email: str, requested: str | None = None) -> str:
+    """The request's timezone, else the contact's, else the configured default; a TimingError
+    on `timezone` when none is available (or the one found is unknown)."""
+    name = requested or (
+        Contact.objects.filter(email=email.lower()).values_list("timezone", flat=True).first() or ""
+    ) or settings.NOTIFIER_DEFAULT_TIMEZONE
+    if not name:
+        raise timing.TimingError(
+            "timezone", "No timezone: give schedule.timezone, set the contact's timezone, "
+            "or configure NOTIFIER_DEFAULT_TIMEZONE."
+        )
+    timing.zone(name)
+    return name
+
+
+def best_open_hour_sql(audience: str) -> str:
+    """SQL for (email, hour): each recipient's most frequent local open hour in the window.
+
+    `audience` is a relation with columns (email, timezone) whose timezones are valid IANA
+    names (validate them with timing.zone first); params: [window start, window end]. One
+    aggregate for the whole audience; `mode()` breaks ties towards the earliest hour.
+    """
+    return (
+        "SELECT a.email, mode() WITHIN GROUP "
+        "(ORDER BY EXTRACT(HOUR FROM e.occurred_at AT TIME ZONE a.timezone)::int) AS hour "
+        f"FROM {EVENTS} e JOIN {audience} ON a.email = lower(e.recipient) "
+        "WHERE e.event_type = 'opened' AND e.occurred_at >= %s AND e.occurred_at < %s "
+        "GROUP BY a.email"
+    )
+
+
+def best_open_hours(*, recipients: dict[str, str], now: datetime) -> dict[str, int]:
+    """email -> local hour (0-23) of most opens over the last 90 days, for those with history."""
+    if not recipients:
+        return {}
+    for name in set(recipients.values()):
+        timing.zone(name)
+    emails = [email.lower() for email in recipients]
+    audience = "unnest(%s::text[], %s::text[]) AS a(email, timezone)"
+    params = [emails, list(recipients.values()), now - timedelta(days=OPEN_HISTORY_DAYS), now]
+    with connection.cursor() as cursor:
+        cursor.execute(best_open_hour_sql(audience), params)
+        return dict(cursor.fetchall())
+
+
+def optimal_due(*, recipients: dict[str, str], now: datetime) -> dict[str, datetime]:
+    """email -> next UTC instant of that recipient's best open hour (fallback: the configured
+    hour, 10:00 local), computed once per distinct (timezone, hour)."""
+    hours = best_open_hours(recipients=recipients, now=now)
+    fallback = settings.NOTIFIER_OPTIMAL_FALLBACK_HOUR
+    cache: dict[tuple[str, int], datetime] = {}
+    result = {}
+    for email, tz_name in recipients.items():
+        key = (tz_name, hours.get(email.lower(), fallback))
+        if key not in cache:
+            cache[key] = timing.next_occurrence(time(key[1]), timing.zone(tz_name), now=now)
+        result[email] = cache[key]
+    return result
+
+
+def pending_counts(*, campaign_ids: list[int]) -> dict[int, int]:
+    """campaign id -> messages still waiting for their time (SCHEDULED)."""
+    from django.db.models import Count
+
+    from delivery.models import EmailMessage
+
+    rows = (EmailMessage.objects.filter(campaign_id__in=campaign_ids, status=EmailMessage.Status.SCHEDULED)
+            .values("campaign_id").annotate(n=Count("id")))
+    return {row["campaign_id"]: row["n"] for row in rows}
+
+
+def queue_snapshot(*, now: datetime) -> dict[str, dict[str, float | int | None]]:
+    """Per priority: pending (QUEUED, waiting for a worker), processing (SENDING) and the age of
+    the oldest pending message (since it was queued or dispatched from the due set)."""
+    from delivery.models import EmailMessage
+    from notifier.priorities import Priority
+
+    sql = (
+        f"SELECT priority, count(*) FILTER (WHERE status = 'QUEUED'), "
+        f"count(*) FILTER (WHERE status = 'SENDING'), "
+        f"min(COALESCE(requeued_at, created_at)) FILTER (WHERE status = 'QUEUED') "
+        f"FROM {EmailMessage._meta.db_table} WHERE status IN ('QUEUED', 'SENDING') GROUP BY priority"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        rows = {row[0]: row[1:] for row in cursor.fetchall()}
+    snapshot = {}
+    for priority in Priority:
+        pending, processing, oldest = rows.get(int(priority), (0, 0, None))
+        age = round(max(0.0, (now - oldest).total_seconds()), 3) if oldest else None
+        snapshot[priority.label] = {"pending": pending, "processing": processing, "oldest_age_seconds": age}
+    return snapshot

@@ -1,0 +1,1 @@
+"""Writes of the scheduling app (services: `<entity>_<action>`, keyword-only arguments)."""

@@ -1,0 +1,54 @@
+"""Cancel future sends before they leave.
+
+The cancel is one guarded UPDATE (SCHEDULED -> CANCELLED). The dispatcher's fence is another
+guarded UPDATE on the same rows (SCHEDULED -> QUEUED); PostgreSQL's row lock orders the two at
+the due second and the loser matches nothing. So the answer is exact: a message counted as
+cancelled is never published, one counted as already dispatched was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.db import connection, transaction
+
+from delivery.models import EmailMessage
+from scheduling.services import due
+
+Status = EmailMessage.Status
+TABLE = EmailMessage._meta.db_table
+
+
+@dataclass(frozen=True)
+class CancelResult:
+    cancelled: list[int]
+    already_dispatched: int
+
+
+def _cancel_where(where: str, params: Sequence[object], reason: str) -> list[int]:
+    sql = (
+        f"UPDATE {TABLE} SET status = %s, error = %s WHERE status = %s AND {where} RETURNING id"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [Status.CANCELLED, reason, Status.SCHEDULED, *params])
+        ids = [row[0] for row in cursor.fetchall()]
+    if ids:
+        transaction.on_commit(lambda: due.due_remove(message_ids=ids))
+    return ids
+
+
+def messages_cancel_by_key(*, client_id: int, cancel_key: str) -> CancelResult:
+    """Cancel this client's not-yet-dispatched messages carrying `cancel_key`."""
+    with transaction.atomic():
+        ids = _cancel_where("client_id = %s AND cancel_key = %s", [client_id, cancel_key],
+                            "cancelled by cancel_key")
+    others = EmailMessage.objects.filter(client_id=client_id, cancel_key=cancel_key).exclude(
+        status__in=[Status.CANCELLED, Status.SCHEDULED]).count()
+    return CancelResult(cancelled=ids, already_dispatched=others)
+
+
+def campaign_messages_cancel(*, campaign_id: int) -> list[int]:
+    """Cancel a campaign's messages still waiting for their time (its schedule was cancelled)."""
+    with transaction.atomic():
+        return _cancel_where("campaign_id = %s", [campaign_id], "schedule cancelled")

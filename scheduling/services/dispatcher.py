@@ -1,0 +1,161 @@
+"""Move due messages from the Redis due set to their priority queues, exactly once.
+
+One batch: claim (Lua, ids -> processing with a lease) -> fence (one guarded UPDATE in
+PostgreSQL, SCHEDULED -> QUEUED only where `scheduled_for <= now()`) -> publish the rows the
+UPDATE returned (delivery.services.dispatch) -> acknowledge (remove from processing).
+
+Why it cannot dispatch twice or early: the UPDATE is the decision. A second scheduler holding
+the same id (the first one stalled past its lease, the reaper gave the id back) finds the row
+QUEUED and publishes nothing; a cancelled row is CANCELLED; a row claimed early is returned to
+the due set. Why nothing is lost: ids leave Redis only when acknowledged after the publish; a
+scheduler that dies before that leaves them in processing, and the reaper returns them. A
+scheduler that died after the UPDATE but before the publish left rows QUEUED, never claimed by
+a worker, stamped (`requeued_at`) well before the new claim: those are published again (a
+second publish of a row whose task exists is harmless, the worker claim lets one send).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from django.conf import settings
+from django.db import connection
+
+from delivery.models import EmailMessage
+from delivery.services.dispatch import messages_enqueue_by_priority
+from scheduling.services import due
+
+logger = logging.getLogger(__name__)
+Status = EmailMessage.Status
+TABLE = EmailMessage._meta.db_table
+# Do not start a step with less than this left on the lease: a step that outlived its lease
+# could race the scheduler that reaped it (harmless, but wasted).
+LEASE_MARGIN_SECONDS = 1.0
+
+
+@dataclass
+class DispatchReport:
+    claimed: int = 0
+    dispatched: int = 0
+    returned: int = 0
+    abandoned: int = 0
+
+    def add(self, other: DispatchReport) -> None:
+        self.claimed += other.claimed
+        self.dispatched += other.dispatched
+        self.returned += other.returned
+        self.abandoned += other.abandoned
+
+
+def messages_fence_queue(
+    *, message_ids: Sequence[int], dispatched_before: datetime
+) -> list[tuple[int, int]]:
+    """SCHEDULED -> QUEUED for rows due by the database clock: [(id, priority)] to publish.
+
+    Also returns rows a scheduler fenced before `dispatched_before` that no worker has claimed
+    since: their ids came back through the reaper, so that scheduler never acknowledged them and
+    may have died before publishing. `dispatched_before` is half a lease before this claim, so a
+    row dispatched moments ago and put back by a concurrent rebuild is not published again.
+    """
+    sql = (
+        f"UPDATE {TABLE} SET status = %s, requeued_at = statement_timestamp() WHERE id = ANY(%s) AND ("
+        f"(status = %s AND scheduled_for <= statement_timestamp()) OR "
+        f"(status = %s AND claimed_at IS NULL AND requeued_at < %s)) RETURNING id, priority"
+    )
+    params = [Status.QUEUED, list(message_ids), Status.SCHEDULED, Status.QUEUED, dispatched_before]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [(row[0], row[1]) for row in cursor.fetchall()]
+
+
+def _still_scheduled(message_ids: Sequence[int]) -> list[tuple[int, float]]:
+    rows = EmailMessage.objects.filter(id__in=list(message_ids), status=Status.SCHEDULED)
+    return [(pk, when.timestamp()) for pk, when in rows.values_list("id", "scheduled_for") if when]
+
+
+def _lease_left(claim: due.Claim) -> bool:
+    margin = min(LEASE_MARGIN_SECONDS, (claim.lease_deadline - claim.claimed_at) / 4)
+    return time.time() < claim.lease_deadline - margin
+
+
+def _pause(seconds: float, what: str, count: int) -> None:
+    """Fault injection for the crash tests (settings NOTIFIER_FAULT_SCHEDULER_PAUSE_*)."""
+    if seconds > 0:
+        logger.warning("fault: pausing %.1fs after %s of %d ids", seconds, what, count)
+        time.sleep(seconds)
+
+
+def due_batch_dispatch(*, now: float | None = None, limit: int | None = None) -> DispatchReport:
+    """Claim, fence, publish and acknowledge one batch of due ids."""
+    now = time.time() if now is None else now
+    limit = limit or settings.NOTIFIER_SCHEDULE_CLAIM_BATCH
+    claim = due.due_claim(now=now, limit=limit, lease_seconds=settings.NOTIFIER_SCHEDULE_LEASE_SECONDS)
+    report = DispatchReport(claimed=len(claim.ids))
+    if not claim.ids:
+        return report
+    _pause(settings.NOTIFIER_FAULT_SCHEDULER_PAUSE_AFTER_CLAIM, "claim", len(claim.ids))
+    if not _lease_left(claim):
+        report.abandoned = len(claim.ids)  # the reaper gives them back; someone else dispatches
+        return report
+    lease = settings.NOTIFIER_SCHEDULE_LEASE_SECONDS
+    dispatched_before = datetime.fromtimestamp(claim.claimed_at - lease / 2, tz=UTC)
+    rows = messages_fence_queue(message_ids=claim.ids, dispatched_before=dispatched_before)
+    _pause(settings.NOTIFIER_FAULT_SCHEDULER_PAUSE_AFTER_FENCE, "fence", len(rows))
+    if rows and not _lease_left(claim):
+        report.abandoned = len(claim.ids)  # rows stay QUEUED unclaimed: the next claim republishes
+        return report
+    messages_enqueue_by_priority(rows)
+    report.dispatched = len(rows)
+    dispatched = {pk for pk, _ in rows}
+    rest = [pk for pk in claim.ids if pk not in dispatched]
+    back = _still_scheduled(rest) if rest else []
+    report.returned = due.due_return(claim=claim, items=back)
+    returned = {pk for pk, _ in back}
+    due.due_ack(claim=claim, message_ids=[pk for pk in claim.ids if pk not in returned])
+    return report
+
+
+def _drain_loop(deadline: float, keep_going: Callable[[], bool]) -> DispatchReport:
+    total = DispatchReport()
+    limit = settings.NOTIFIER_SCHEDULE_CLAIM_BATCH
+    try:
+        while time.monotonic() < deadline and keep_going():
+            report = due_batch_dispatch(limit=limit)
+            total.add(report)
+            if report.claimed < limit or report.returned == report.claimed:
+                break  # drained, or only ids the database clock says are not due yet
+    finally:
+        if threading.current_thread() is not threading.main_thread():
+            connection.close()  # each thread had its own connection
+    return total
+
+
+def due_drain(
+    *, budget_seconds: float, keep_going: Callable[[], bool] = lambda: True, threads: int | None = None
+) -> DispatchReport:
+    """Dispatch batches while full ones keep coming, within a time budget (a backlog drains
+    at full speed instead of one batch per tick).
+
+    When the first batch is full (a backlog), `threads` claim/fence/publish loops run at once,
+    each with its own database connection: the guarded UPDATE is most of the cost, PostgreSQL
+    runs two of them in parallel, and meanwhile another loop talks to Redis and the broker.
+    Claims never overlap (Lua), so the loops need no coordination.
+    """
+    threads = threads or settings.NOTIFIER_SCHEDULE_DISPATCH_THREADS
+    deadline = time.monotonic() + budget_seconds
+    total = due_batch_dispatch()
+    if total.claimed < settings.NOTIFIER_SCHEDULE_CLAIM_BATCH or total.returned == total.claimed:
+        return total
+    if threads <= 1:
+        total.add(_drain_loop(deadline, keep_going))
+        return total
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="dispatch") as pool:
+        for report in pool.map(lambda _: _drain_loop(deadline, keep_going), range(threads)):
+            total.add(report)
+    return total

@@ -1,0 +1,26 @@
+"""Record a one-off campaign schedule (scheduled / local_time / optimal) so the schedules API
+lists it with its pending count, and DELETE /api/v1/schedules/{id} cancels its waiting rows.
+
+Called by the campaign fan-out after it has inserted the campaign's SCHEDULED rows and added
+them to the due set (scheduling.services.due.messages_schedule).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from scheduling import timing
+from scheduling.models import Schedule
+
+
+def schedule_record_campaign(
+    *, client_id: int | None, campaign_id: int, name: str, type: str, scheduled_at: datetime | None,
+    timezone: str = "UTC", definition: dict | None = None,
+) -> Schedule:
+    if type not in {Schedule.Type.SCHEDULED, Schedule.Type.LOCAL_TIME, Schedule.Type.OPTIMAL}:
+        raise timing.TimingError("type", f"Not a one-off schedule type: {type!r}.")
+    timing.zone(timezone)
+    return Schedule.objects.create(
+        client_id=client_id, campaign_id=campaign_id, name=name, type=type, timezone=timezone,
+        scheduled_at=scheduled_at, next_run=scheduled_at, definition=definition or {},
+    )
