@@ -1,16 +1,13 @@
 from django.contrib import admin
-from django.urls import include, path, register_converter
+from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+import notifier.url_converters  # noqa: F401 - registers the <id:...> converter
 from delivery.api import MessageCreateApi, MessageDetailApi
 from delivery.provider_api import ProviderListApi
 from notifier.health import healthz
-from notifier.url_converters import IdConverter
 from scheduling.urls import urlpatterns as scheduling_urls
 from templates.api import TemplateDetailApi, TemplateListCreateApi, TemplateRenderApi
-
-# <id:pk> matches at most 18 digits: a bigger number is a 404, never a bigint overflow 500.
-register_converter(IdConverter, "id")
 
 api_v1 = [
     path("api/v1/templates", TemplateListCreateApi.as_view(), name="template-list"),

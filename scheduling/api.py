@@ -47,6 +47,8 @@ def _due_set_body(now_epoch: float) -> dict:
 
 
 class ScheduleListApi(APIView):
+    required_scope = "schedules"
+    throttle_scope = "schedules"
     class InputSerializer(serializers.Serializer):
         name = serializers.CharField(max_length=200)
         type = serializers.ChoiceField(choices=["recurring"])
@@ -82,6 +84,8 @@ def _own_schedule(request: Request, schedule_id: int) -> Schedule:
 
 
 class ScheduleDetailApi(APIView):
+    required_scope = "schedules"
+    throttle_scope = "schedules"
     def get(self, request: Request, schedule_id: int) -> Response:
         return Response(_schedule_body([_own_schedule(request, schedule_id)])[0])
 
@@ -91,18 +95,25 @@ class ScheduleDetailApi(APIView):
 
 
 class SchedulePauseApi(APIView):
+    required_scope = "schedules"
+    throttle_scope = "schedules"
     def post(self, request: Request, schedule_id: int) -> Response:
         schedule = schedule_pause(schedule=_own_schedule(request, schedule_id))
         return Response(_schedule_body([schedule])[0])
 
 
 class ScheduleResumeApi(APIView):
+    required_scope = "schedules"
+    throttle_scope = "schedules"
     def post(self, request: Request, schedule_id: int) -> Response:
         schedule = schedule_resume(schedule=_own_schedule(request, schedule_id), now=timezone.now())
         return Response(_schedule_body([schedule])[0])
 
 
 class ScheduleCancelByKeyApi(APIView):
+    # Whoever may send a delayed message may also call it off.
+    required_scope = ("send", "schedules")
+    throttle_scope = "schedules"
     class InputSerializer(serializers.Serializer):
         cancel_key = serializers.CharField(max_length=200)
 

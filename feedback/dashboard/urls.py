@@ -1,9 +1,10 @@
 from django.urls import path
 
+import notifier.url_converters  # noqa: F401 - registers <id:...>
 from feedback.dashboard.views import campaign_action, dashboard_data_view, dashboard_page
 
 urlpatterns = [
     path("dashboard/", dashboard_page, name="dashboard"),
     path("dashboard/data.json", dashboard_data_view, name="dashboard-data"),
-    path("dashboard/campaigns/<int:campaign_id>/<str:action>", campaign_action, name="dashboard-campaign"),
+    path("dashboard/campaigns/<id:campaign_id>/<str:action>", campaign_action, name="dashboard-campaign"),
 ]
