@@ -8,11 +8,13 @@ from rest_framework import serializers, status
 from rest_framework.generics import get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from clients.idempotency import idempotent
 from delivery.models import EmailMessage
 from delivery.services.messages import message_create
+from feedback.permissions import NotOnReputationHold
 from notifier.api_fields import ContextField, SafeEmailField, StrictInputMixin
 from notifier.priorities import Priority
 from scheduling.inputs import ScheduleInputSerializer, schedule_resolve
@@ -22,6 +24,7 @@ from templates.services import template_version_get_current
 class MessageCreateApi(APIView):
     required_scope = "send"
     throttle_scope = "send"
+    permission_classes = [*api_settings.DEFAULT_PERMISSION_CLASSES, NotOnReputationHold]
 
     class InputSerializer(StrictInputMixin, serializers.Serializer):
         to = SafeEmailField()

@@ -26,10 +26,11 @@ class BreakerState:
 
 def circuit_breakers_list() -> list[BreakerState]:
     """One entry per configured provider, in failover order."""
-    return [_breaker(name) for name in provider_order()]
+    return [circuit_breaker_get(name) for name in provider_order()]
 
 
-def _breaker(name: str) -> BreakerState:
+def circuit_breaker_get(name: str) -> BreakerState:
+    """One provider's breaker, read from Redis; state 'unknown' when Redis is unreachable."""
     try:
         client = get_redis()
         raw = {k.decode(): v.decode() for k, v in client.hgetall(state_key(name)).items()}

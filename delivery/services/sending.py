@@ -27,6 +27,7 @@ from delivery.services.dead_letters import messages_dead_letter
 from delivery.services.failover import emails_send_with_failover
 from delivery.services.headers import message_headers
 from delivery.services.rate_limits import emails_admit
+from delivery.services.variants import variant_for_message, variants_for_batch
 from notifier.priorities import POOLS, Priority
 from templates.rendering import TemplateError, compile_version, render
 
@@ -98,7 +99,7 @@ def _load(claimed: list[tuple[int, int]], token: str, report: BatchReport) -> li
     """Fetch claimed rows; a row past its priority's attempt limit fails here (poison guard)."""
     rows = list(
         EmailMessage.objects.filter(id__in=[pk for pk, _ in claimed]).select_related(
-            "template_version"
+            "template_version", "contact"
         )
     )
     exhausted = [m.id for m in rows if m.attempts > POOLS[Priority(m.priority)].max_send_attempts]
@@ -123,10 +124,11 @@ def _drop_suppressed(messages: list[EmailMessage], token: str, report: BatchRepo
 def _render_all(messages: list[EmailMessage], token: str, report: BatchReport) -> list[OutgoingEmail]:
     emails, broken = [], defaultdict(list)
     crash = settings.NOTIFIER_FAULT_CRASH_RECIPIENT
+    variants = variants_for_batch(messages)
     for message in messages:
         if crash and message.recipient == crash:
             os._exit(70)  # fault injection (tests only): a poison message that kills its process
-        version = message.template_version
+        version = variant_for_message(message, variants)
         compiled = compile_version(version.id, version.subject, version.html_body, version.text_body)
         try:
             rendered = render(compiled, message.context)

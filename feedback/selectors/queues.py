@@ -6,7 +6,6 @@ while `pending` counts messages (QUEUED rows). Oldest age comes from the oldest 
 
 Redis keys read here:
     notifier:feedback:workers          cached `celery inspect active_queues` (JSON, short TTL)
-    notifier:breaker:<provider>        circuit-breaker state if the delivery app keeps one
                                        (string or hash field "state"); absent -> "unknown"
 """
 
@@ -26,6 +25,7 @@ from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
 from delivery.models import DeliveryAttempt, EmailMessage
+from delivery.selectors import circuit_breaker_get
 from notifier.priorities import ALL_QUEUES, POOLS, Priority
 from notifier.redis_client import get_redis, redis_key
 
@@ -141,24 +141,8 @@ def live_workers() -> dict[str, list[str]]:
 
 
 def breaker_state(provider: str) -> str:
-    try:
-        from delivery.services.breaker import breaker_state as delivery_breaker_state  # type: ignore
-
-        return str(delivery_breaker_state(provider))
-    except ImportError:
-        pass
-    try:
-        client = get_redis()
-        key = redis_key("breaker", provider)
-        kind = client.type(key)
-        value = None
-        if kind == b"hash":
-            value = client.hget(key, "state")
-        elif kind == b"string":
-            value = client.get(key)
-    except redis.RedisError:
-        return "unknown"
-    return value.decode() if value else "unknown"
+    """closed | open | half_open, or unknown when Redis cannot be read."""
+    return circuit_breaker_get(provider).state
 
 
 def provider_health(*, minutes: int = 15) -> list[dict[str, Any]]:

@@ -23,9 +23,9 @@ from datetime import datetime
 
 from django.db import connection
 from django.db.models import Case, DateTimeField, Q, Value, When
-from django.utils import timezone
 
 from delivery.models import EmailMessage
+from delivery.services.reconcile import message_reconcile
 from feedback.services.marks import marks_for_messages
 
 logger = logging.getLogger(__name__)
@@ -133,26 +133,14 @@ def _apply_orm(facts: dict[int, dict[str, datetime]]) -> None:
 def ambiguous_messages_reconcile(*, refs: Sequence[tuple[int, str, str]]) -> int:
     """AMBIGUOUS -> SENT: an ESP event about a message proves the ESP accepted it.
 
-    `refs` are (message id, provider, provider message id). Uses the delivery app's
-    `message_reconcile` when it exists; otherwise one guarded UPDATE per message (rare path).
+    `refs` are (message id, provider, provider message id); the delivery app's guarded
+    `message_reconcile` makes the change (it also settles rows still SENDING after hand-off).
     """
-    try:
-        from delivery.services.reconcile import message_reconcile  # type: ignore[import-not-found]
-    except ImportError:
-        message_reconcile = None
-    changed = 0
-    for message_id, provider, provider_message_id in refs:
-        if message_reconcile is not None:
-            message_reconcile(
-                message_id=message_id, accepted=True, provider=provider,
-                provider_message_id=provider_message_id,
-            )
-            changed += 1
-            continue
-        changed += EmailMessage.objects.filter(id=message_id, status=Status.AMBIGUOUS).update(
-            status=Status.SENT, provider=provider, provider_message_id=provider_message_id,
-            sent_at=timezone.now(), error="",
-        )
+    changed = sum(
+        message_reconcile(message_id=message_id, accepted=True, provider=provider,
+                          provider_message_id=provider_message_id)
+        for message_id, provider, provider_message_id in refs
+    )
     if changed:
         logger.info("reconciled %d ambiguous messages from webhook events", changed)
     return changed
