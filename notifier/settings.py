@@ -147,6 +147,10 @@ NOTIFIER_REQUEUE_AFTER_SECONDS = env.int("NOTIFIER_REQUEUE_AFTER_SECONDS", defau
 NOTIFIER_FAULT_PAUSE_AFTER_CLAIM = env.float("NOTIFIER_FAULT_PAUSE_AFTER_CLAIM", default=0.0)
 MAIL_SINK_DIR = VAR_DIR / "mail"
 
+# --- Campaigns ----------------------------------------------------------------------------------
+# Base of the signed one-click unsubscribe links in campaign mail (RFC 8058 wants https).
+NOTIFIER_PUBLIC_URL = env.str("NOTIFIER_PUBLIC_URL", default="http://127.0.0.1:8000")
+
 # --- API ---------------------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["clients.authentication.ApiKeyAuthentication"],

@@ -1,5 +1,5 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
 from delivery.api import MessageCreateApi, MessageDetailApi
 from notifier.health import healthz
@@ -13,6 +13,7 @@ api_v1 = [
 
 urlpatterns = [
     *api_v1,
+    path("", include("campaigns.urls")),  # campaigns: contacts, segments, campaigns, unsubscribe
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
 ]
