@@ -83,7 +83,7 @@ def _text(row: dict, name: str, limit: int, clean: dict, errors: dict) -> None:
 def inline_contacts_clean(contacts: Any) -> list[dict]:
     """All rows valid, de-duplicated by email (last wins), or a ValidationError naming rows."""
     if not isinstance(contacts, list) or not contacts:
-        raise serializers.ValidationError({"recipients": {"contacts": ["Must be a non-empty list."]}})
+        raise serializers.ValidationError({"contacts": ["Must be a non-empty list."]})
     if len(contacts) > MAX_INLINE:
         raise AudienceTooLargeError(
             f"{len(contacts)} inline recipients: at most {MAX_INLINE} per request. "
@@ -98,7 +98,7 @@ def inline_contacts_clean(contacts: Any) -> list[dict]:
         else:
             cleaned[clean["email"]] = clean
     if errors:
-        raise serializers.ValidationError({"recipients": {"contacts": dict(list(errors.items())[:100])}})
+        raise serializers.ValidationError({"contacts": dict(list(errors.items())[:100])})
     return list(cleaned.values())
 
 
