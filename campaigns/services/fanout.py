@@ -147,6 +147,7 @@ def _fanout_locked(campaign_id: int, report: FanoutReport) -> FanoutReport:
     if campaign.fanout_cursor or campaign.fanout_done:
         report.republished, report.tasks = campaign_unclaimed_republish(campaign=campaign)
     if campaign.fanout_done:
+        _finish(campaign.id)  # restarts the completion checks that a pause stopped
         report.finished = True
         return report
     if campaign.audience.get("type") == "inline" and not campaign.fanout_cursor:
