@@ -15,6 +15,8 @@ it). A session advisory lock keeps two copies of one campaign's fan-out from run
 from __future__ import annotations
 
 import logging
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from django.db import connection, transaction
@@ -152,6 +154,11 @@ def _fanout_locked(campaign_id: int, report: FanoutReport) -> FanoutReport:
         return report
     if campaign.audience.get("type") == "inline" and not campaign.fanout_cursor:
         inline_contacts_upsert(campaign_id=campaign.id)
+    with _Publisher(campaign.priority, report) as publisher:
+        return _chunks_write(campaign, report, publisher)
+
+
+def _chunks_write(campaign: Campaign, report: FanoutReport, publisher: _Publisher) -> FanoutReport:
     publishes = schedule_sql(campaign.schedule).publishes
     sql, before, after = chunk_statement(campaign)
     cursor_id = campaign.fanout_cursor
@@ -171,7 +178,39 @@ def _fanout_locked(campaign_id: int, report: FanoutReport) -> FanoutReport:
         if not still_sending:
             return report  # paused or cancelled: resume re-publishes what was written
         if queued_ids and publishes:
-            report.tasks += messages_enqueue(message_ids=queued_ids, priority=campaign.priority)
+            publisher.publish(queued_ids)
+
+
+class _Publisher:
+    """Publishes committed chunks from one background thread while the next chunk is written.
+
+    Publishing (~2 ms per task to Redis) and the INSERT (PostgreSQL's time; psycopg2 releases
+    the GIL) then overlap. At most `MAX_PENDING` chunks wait; leaving the block waits for all and
+    re-raises a publish failure (the campaign's rows stay QUEUED; a re-run re-publishes them).
+    """
+
+    MAX_PENDING = 20
+
+    def __init__(self, priority: int, report: FanoutReport):
+        self.priority = priority
+        self.report = report
+        self.pending: deque[Future] = deque()
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fanout-publish")
+
+    def __enter__(self) -> _Publisher:
+        return self
+
+    def publish(self, ids: list[int]) -> None:
+        if len(self.pending) >= self.MAX_PENDING:
+            self.report.tasks += self.pending.popleft().result()
+        self.pending.append(self.executor.submit(messages_enqueue, message_ids=ids, priority=self.priority))
+
+    def __exit__(self, *exc_info: object) -> None:
+        try:
+            while self.pending:
+                self.report.tasks += self.pending.popleft().result()
+        finally:
+            self.executor.shutdown(wait=True)
 
 
 def _advance(campaign_id: int, cursor_id: int, excluded: int) -> bool:
