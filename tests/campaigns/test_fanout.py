@@ -116,3 +116,25 @@ def _list_with(list_members_add, n: int) -> int:
     ids = list(Contact.objects.filter(email__startswith="l").order_by("id").values_list("id", flat=True)[:n])
     list_members_add(list_id=contact_list.pk, contact_ids=ids)
     return contact_list.pk
+
+
+def test_schedule_hook_writes_scheduled_rows_with_per_timezone_due_times(db, purged_queues):
+    """The hook the scheduling engine fills: a (time zone -> due) map joined in SQL."""
+    Contact.objects.create(email="paris@x.io", timezone="Europe/Paris")
+    Contact.objects.create(email="tokyo@x.io", timezone="Asia/Tokyo")
+    Contact.objects.create(email="nowhere@x.io")
+    campaign = Campaign.objects.create(
+        name="s", template_version=factories.template_version(), status=Campaign.Status.QUEUED,
+        audience={"type": "segment", "definition": {"conditions": [
+            {"field": "subscribed", "op": "equals", "value": True}]}},
+        schedule={"type": "due_map", "due": {"Europe/Paris": "2030-01-01T08:00:00+00:00",
+                                             "Asia/Tokyo": "2030-01-01T00:00:00+00:00"},
+                  "default": "2030-01-01T09:00:00+00:00"},
+    )
+    report = campaign_fanout(campaign_id=campaign.pk)
+    assert (report.inserted, report.tasks) == (0, 0)  # nothing QUEUED, nothing published
+    due = {m.recipient: (m.status, m.scheduled_for.isoformat())
+           for m in EmailMessage.objects.filter(campaign=campaign)}
+    assert due == {"paris@x.io": ("SCHEDULED", "2030-01-01T08:00:00+00:00"),
+                   "tokyo@x.io": ("SCHEDULED", "2030-01-01T00:00:00+00:00"),
+                   "nowhere@x.io": ("SCHEDULED", "2030-01-01T09:00:00+00:00")}
