@@ -36,7 +36,7 @@ def main() -> None:
     from templates.services import template_create
 
     client_row, key = api_client_create(name=f"bench-{time.time()}")
-    api = APIClient()
+    api = APIClient(HTTP_HOST="127.0.0.1")
     api.credentials(HTTP_AUTHORIZATION=f"Api-Key {key}")
     version = template_create(name=f"bench-api-{int(time.time())}", subject="Hi", html_body="<p>x</p>")
     segment = Segment.objects.create(name=f"bench-all-{time.time()}", definition={
