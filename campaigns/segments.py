@@ -130,7 +130,9 @@ def _attribute(node: dict, path: str) -> CompiledSegment:
     if op in _COMPARISONS:
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise SegmentError(f"{path}.value", f"op {op!r} needs a number.")
-        return CompiledSegment(f"{_numeric_attribute()} {_COMPARISONS[op]} %s", [key, key, value])
+        expression = _numeric_attribute()
+        keys = [key] * expression.count("%s")
+        return CompiledSegment(f"{expression} {_COMPARISONS[op]} %s", [*keys, value])
     if op == "exists":
         return CompiledSegment("(c.attributes ->> %s) IS NOT NULL", [key])
     values = _text_values(op, value, path)
@@ -141,7 +143,9 @@ def _numeric_attribute() -> str:
     """The attribute as a number, NULL when it is not one (never a cast error mid-fan-out)."""
     if connection.vendor == "postgresql":
         return "(CASE WHEN (c.attributes ->> %s) ~ '" + _NUMBER + "' THEN (c.attributes ->> %s)::numeric END)"
-    return "(CASE WHEN typeof(c.attributes ->> %s) IN ('integer', 'real') THEN (c.attributes ->> %s) END)"
+    value = "(c.attributes ->> %s)"
+    return (f"(CASE WHEN typeof({value}) IN ('integer', 'real') THEN {value} WHEN {value} GLOB '[0-9]*' "
+            f"AND NOT {value} GLOB '*[^0-9.]*' THEN CAST({value} AS REAL) END)")
 
 
 def _text_values(op: Any, value: Any, path: str) -> list[str]:

@@ -76,11 +76,14 @@ def contacts_bulk_upsert(*, rows: list, list_id: int | None = None) -> BulkResul
 
 
 def list_members_add(*, list_id: int, contact_ids: list[int]) -> int:
+    if connection.vendor == "postgresql":
+        sql, ids = "SELECT %s, unnest(%s::bigint[])", contact_ids
+    else:
+        sql, ids = "SELECT %s, value FROM json_each(%s) WHERE TRUE", json.dumps(contact_ids)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {MEMBER_TABLE} (contactlist_id, contact_id) "
-            "SELECT %s, unnest(%s::bigint[]) ON CONFLICT DO NOTHING",
-            [list_id, contact_ids],
+            f"INSERT INTO {MEMBER_TABLE} (contactlist_id, contact_id) {sql} ON CONFLICT DO NOTHING",
+            [list_id, ids],
         )
         return cursor.rowcount
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -42,6 +43,10 @@ CONTEXT_EXPR = (
 )
 
 
+def _now_param() -> object:
+    return EmailMessage._meta.get_field("created_at").get_db_prep_save(timezone.now(), connection)
+
+
 @dataclass
 class FanoutReport:
     inserted: int = 0
@@ -51,7 +56,9 @@ class FanoutReport:
     finished: bool = False
 
 
-def _insert_columns(campaign: Campaign, schedule: dict) -> tuple[list[str], list[str], list]:
+def _insert_columns(
+    campaign: Campaign, schedule: dict, context_expr: str = CONTEXT_EXPR
+) -> tuple[list[str], list[str], list]:
     """Columns, SQL expressions and parameters for every message column.
 
     Columns we do not set explicitly take their model default (so a column another app adds
@@ -63,12 +70,12 @@ def _insert_columns(campaign: Campaign, schedule: dict) -> tuple[list[str], list
         "client": ("%s", [campaign.client_id]),
         "contact": ("c.id", []),
         "recipient": ("c.email", []),
-        "context": (CONTEXT_EXPR, []),
+        "context": (context_expr, []),
         "template_version": ("%s", [campaign.template_version_id]),
         "priority": ("%s", [campaign.priority]),
         "status": (sched.status_expr, []),
         "idempotency_key": ("'c:' || %s || ':' || c.id", [str(campaign.id)]),
-        "created_at": ("now()", []),
+        "created_at": ("%s", [_now_param()]),
         "scheduled_for": (sched.scheduled_for_expr, schedule_expr_params(schedule)),
     }
     columns, exprs, params = [], [], []
@@ -117,14 +124,27 @@ SELECT (SELECT max(id) FROM scan), (SELECT count(*) FROM scan), (SELECT count(*)
 def campaign_fanout(*, campaign_id: int) -> FanoutReport:
     """Run (or continue) a campaign's fan-out; returns what this run did."""
     report = FanoutReport()
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [LOCK_NAMESPACE, campaign_id])
-        if not cursor.fetchone()[0]:
-            logger.info("fan-out of campaign %s already running elsewhere", campaign_id)
-            return report
+    if not campaign_lock(campaign_id, wait=False):
+        logger.info("fan-out of campaign %s already running elsewhere", campaign_id)
+        return report
     try:
         return _fanout_locked(campaign_id, report)
     finally:
+        campaign_unlock(campaign_id)
+
+
+def campaign_lock(campaign_id: int, *, wait: bool) -> bool:
+    """PostgreSQL session advisory lock; SQLite serialises writers itself (no-op there)."""
+    if connection.vendor != "postgresql":
+        return True
+    function = "pg_advisory_lock" if wait else "pg_try_advisory_lock"
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {function}(%s, %s)", [LOCK_NAMESPACE, campaign_id])
+        return wait or bool(cursor.fetchone()[0])
+
+
+def campaign_unlock(campaign_id: int) -> None:
+    if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_NAMESPACE, campaign_id])
 
@@ -158,15 +178,29 @@ def _fanout_locked(campaign_id: int, report: FanoutReport) -> FanoutReport:
         return _chunks_write(campaign, report, publisher)
 
 
+def _postgres_chunk_runner(campaign: Campaign) -> Callable[[int], tuple]:
+    sql, before, after = chunk_statement(campaign)
+
+    def run(cursor_id: int) -> tuple:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [*before, cursor_id, *after])
+            return cursor.fetchone()
+
+    return run
+
+
 def _chunks_write(campaign: Campaign, report: FanoutReport, publisher: _Publisher) -> FanoutReport:
     publishes = schedule_sql(campaign.schedule).publishes
-    sql, before, after = chunk_statement(campaign)
+    if connection.vendor == "postgresql":
+        run_chunk = _postgres_chunk_runner(campaign)
+    else:
+        from campaigns.services.fanout_sqlite import sqlite_chunk_runner
+
+        run_chunk = sqlite_chunk_runner(campaign, _insert_columns)
     cursor_id = campaign.fanout_cursor
     while True:
         with transaction.atomic():
-            with connection.cursor() as cursor:
-                cursor.execute(sql, [*before, cursor_id, *after])
-                last_id, scanned, eligible, queued_ids = cursor.fetchone()
+            last_id, scanned, eligible, queued_ids = run_chunk(cursor_id)
             if not scanned:
                 _finish(campaign.id)
                 report.finished = True

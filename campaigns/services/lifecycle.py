@@ -112,13 +112,13 @@ def _claimed_unstarted_update(campaign_id: int, *, status: str) -> int:
 
 def campaign_rows_cancel(*, campaign_id: int) -> int:
     """Mark every unsent row CANCELLED, in chunks so no statement locks a million rows."""
-    from campaigns.services.fanout import LOCK_NAMESPACE
+    from campaigns.services.fanout import campaign_lock, campaign_unlock
 
     total = 0
+    # Wait for a running fan-out to notice the cancel and stop (it checks every chunk),
+    # so no chunk it writes afterwards is left QUEUED.
+    campaign_lock(campaign_id, wait=True)
     with connection.cursor() as cursor:
-        # Wait for a running fan-out to notice the cancel and stop (it checks every chunk),
-        # so no chunk it writes afterwards is left QUEUED.
-        cursor.execute("SELECT pg_advisory_lock(%s, %s)", [LOCK_NAMESPACE, campaign_id])
         try:
             while True:
                 cursor.execute(
@@ -131,4 +131,4 @@ def campaign_rows_cancel(*, campaign_id: int) -> int:
                 if cursor.rowcount < CANCEL_CHUNK:
                     return total
         finally:
-            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_NAMESPACE, campaign_id])
+            campaign_unlock(campaign_id)

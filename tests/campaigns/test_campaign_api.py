@@ -19,7 +19,7 @@ def template(db):
 
 @pytest.fixture
 def segment(db) -> Segment:
-    contacts_create(50, attributes_sql="jsonb_build_object('plan', 'pro')")
+    contacts_create(50, attributes={"plan": "pro"})
     return Segment.objects.create(name="pro", definition={
         "conditions": [{"attribute": "plan", "op": "equals", "value": "pro"}]})
 

@@ -47,7 +47,7 @@ def _counters(campaign: Campaign) -> dict[str, int]:
 
 def _group(name: str, n: int, start: int) -> Segment:
     contacts_create(n, prefix=f"{name}-", start=start,
-                    attributes_sql=f"jsonb_build_object('group', '{name}', 'n', g)")
+                    attributes={"group": name})
     return Segment.objects.create(name=name, definition={
         "conditions": [{"attribute": "group", "op": "equals", "value": name}]})
 

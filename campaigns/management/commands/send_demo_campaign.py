@@ -11,6 +11,7 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
+from django.utils import timezone
 
 from campaigns.models import Campaign, Contact, ContactList
 from campaigns.progress import ProgressBar
@@ -32,8 +33,6 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, default=1800, help="stop watching after this many s")
 
     def handle(self, *args: object, **options: object) -> None:
-        if connection.vendor != "postgresql":
-            raise CommandError("the campaign fan-out runs in PostgreSQL: set DATABASE_URL=postgres://...")
         n = int(options["recipients"])
         if not 1 <= n <= 10_000_000:
             raise CommandError("--recipients must be between 1 and 10,000,000")
@@ -73,17 +72,23 @@ def _demo_template() -> int:
 
 
 def _demo_list(n: int) -> ContactList:
-    """demo-0 .. demo-<n-1>@example.com, created in one statement; members added in another."""
+    """demo-0 .. demo-<n-1>@example.com, created in one statement; members added in another.
+
+    A recursive CTE instead of generate_series, so it runs on SQLite (embedded defaults) too.
+    """
     contact_list, _ = ContactList.objects.get_or_create(name=f"demo-{n}")
     table, members = Contact._meta.db_table, ContactList.contacts.through._meta.db_table
+    now = Contact._meta.get_field("created_at").get_db_prep_save(timezone.now(), connection)
+    attributes = "%s::jsonb" if connection.vendor == "postgresql" else "%s"
+    series = "WITH RECURSIVE g(x) AS (SELECT 0 UNION ALL SELECT x + 1 FROM g WHERE x < %s) "
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {table} (email, name, timezone, locale, attributes, subscribed, created_at, "
-            "updated_at) SELECT 'demo-' || g || '@example.com', 'Demo ' || g, 'UTC', 'en', "
-            "jsonb_build_object('demo', true), TRUE, now(), now() FROM generate_series(0, %s) g "
-            "ON CONFLICT (email) DO NOTHING", [n - 1])
+            f"{series}INSERT INTO {table} (email, name, timezone, locale, attributes, subscribed, "
+            "created_at, updated_at) SELECT 'demo-' || x || '@example.com', 'Demo ' || x, 'UTC', 'en', "
+            f"{attributes}, TRUE, %s, %s FROM g WHERE TRUE ON CONFLICT (email) DO NOTHING",
+            [n - 1, '{"demo": true}', now, now])
         cursor.execute(
-            f"INSERT INTO {members} (contactlist_id, contact_id) SELECT %s, c.id FROM {table} c "
-            "WHERE c.email IN (SELECT 'demo-' || g || '@example.com' FROM generate_series(0, %s) g) "
-            "ON CONFLICT DO NOTHING", [contact_list.pk, n - 1])
+            f"{series}INSERT INTO {members} (contactlist_id, contact_id) SELECT %s, c.id FROM {table} c "
+            "WHERE c.email IN (SELECT 'demo-' || x || '@example.com' FROM g) ON CONFLICT DO NOTHING",
+            [n - 1, contact_list.pk])
     return contact_list
