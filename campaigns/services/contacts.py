@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 
 from django.db import connection, transaction
+from django.utils import timezone
 
 from campaigns.models import Contact, ContactList, Suppression
 from campaigns.validation import CONTACT_FIELDS, contact_row_clean
@@ -62,17 +63,45 @@ def contacts_bulk_upsert(*, rows: list, list_id: int | None = None) -> BulkResul
             cleaned[clean["email"]] = clean  # a repeated email in one call: the last row wins
     if not cleaned:
         return result
-    present = {email: dict.fromkeys(row, True) for email, row in cleaned.items()}
     with transaction.atomic(), connection.cursor() as cursor:
-        presence = json.dumps(present)
-        cursor.execute(_UPSERT_SQL, [json.dumps(list(cleaned.values())), *[presence] * 4])
-        for contact_id, inserted in cursor.fetchall():
+        if connection.vendor == "postgresql":
+            present = json.dumps({email: dict.fromkeys(row, True) for email, row in cleaned.items()})
+            cursor.execute(_UPSERT_SQL, [json.dumps(list(cleaned.values())), *[present] * 4])
+            rows = cursor.fetchall()
+        else:
+            rows = _bulk_upsert_sqlite(cursor, list(cleaned.values()))
+        for contact_id, inserted in rows:
             result.contact_ids.append(contact_id)
             result.created += int(inserted)
             result.updated += int(not inserted)
         if list_id is not None:
             list_members_add(list_id=list_id, contact_ids=result.contact_ids)
     return result
+
+
+def _bulk_upsert_sqlite(cursor, rows: list[dict]) -> list[tuple[int, bool]]:
+    """SQLite (embedded defaults): stage rows in a temp table; absent fields keep stored values."""
+    now = Contact._meta.get_field("created_at").get_db_prep_save(timezone.now(), connection)
+    cursor.execute("CREATE TEMP TABLE IF NOT EXISTS bulk_rows (email TEXT PRIMARY KEY, name TEXT, "
+                   "timezone TEXT, locale TEXT, attributes TEXT, subscribed INTEGER)")
+    cursor.execute("DELETE FROM bulk_rows")
+    fields = ", ".join(f"json_extract(value, '$.{f}')" for f in
+                       ("email", "name", "timezone", "locale", "attributes", "subscribed"))
+    cursor.execute(f"INSERT INTO bulk_rows SELECT {fields} FROM json_each(%s)", [json.dumps(rows)])
+    cursor.execute(f"SELECT email FROM {CONTACT_TABLE} WHERE email IN (SELECT email FROM bulk_rows)")
+    existing = {row[0] for row in cursor.fetchall()}
+    kept = ", ".join(f"{f} = COALESCE((SELECT b.{f} FROM bulk_rows b WHERE b.email = excluded.email), "
+                     f"{CONTACT_TABLE}.{f})" for f in ("name", "timezone", "locale", "subscribed"))
+    cursor.execute(
+        f"INSERT INTO {CONTACT_TABLE} (email, name, timezone, locale, attributes, subscribed, created_at, "
+        "updated_at) SELECT email, COALESCE(name, ''), COALESCE(timezone, ''), COALESCE(locale, ''), "
+        "COALESCE(attributes, '{}'), COALESCE(subscribed, 1), %s, %s FROM bulk_rows WHERE TRUE "
+        f"ON CONFLICT (email) DO UPDATE SET {kept}, "
+        f"attributes = json_patch({CONTACT_TABLE}.attributes, excluded.attributes), "
+        "updated_at = excluded.updated_at RETURNING id, email",
+        [now, now],
+    )
+    return [(contact_id, email not in existing) for contact_id, email in cursor.fetchall()]
 
 
 def list_members_add(*, list_id: int, contact_ids: list[int]) -> int:
