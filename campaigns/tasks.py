@@ -42,10 +42,14 @@ def campaign_progress_check_task(campaign_id: int) -> None:
     """Complete a campaign once nothing is left; checks again shortly while it is sending."""
     from campaigns.models import Campaign
     from campaigns.services.lifecycle import campaign_complete
+    from campaigns.services.progress import campaign_stalled_republish
 
     if campaign_complete(campaign_id=campaign_id):
         return
     if Campaign.objects.filter(pk=campaign_id, status=Campaign.Status.SENDING).exists():
+        republished = campaign_stalled_republish(campaign_id=campaign_id)
+        if republished:
+            logger.warning("campaign %s stalled; re-published %d rows", campaign_id, republished)
         campaign_progress_check_later(campaign_id)
 
 

@@ -138,3 +138,18 @@ def test_schedule_hook_writes_scheduled_rows_with_per_timezone_due_times(db, pur
     assert due == {"paris@x.io": ("SCHEDULED", "2030-01-01T08:00:00+00:00"),
                    "tokyo@x.io": ("SCHEDULED", "2030-01-01T00:00:00+00:00"),
                    "nowhere@x.io": ("SCHEDULED", "2030-01-01T09:00:00+00:00")}
+
+
+def test_a_stalled_campaign_is_published_again(campaign, settings):
+    """Tasks lost with the broker: QUEUED rows, nothing in flight, no progress -> re-published."""
+    from campaigns.services.progress import campaign_stalled_republish
+    from notifier.redis_client import get_redis, redis_key
+
+    get_redis().delete(redis_key("campaigns", "progress", campaign.pk))
+    campaign_fanout(campaign_id=campaign.pk)
+    settings.NOTIFIER_REQUEUE_AFTER_SECONDS = 0
+    assert campaign_stalled_republish(campaign_id=campaign.pk) == 0  # first look: remember progress
+    assert campaign_stalled_republish(campaign_id=campaign.pk) == 1997
+    messages_claim(message_ids=list(EmailMessage.objects.filter(campaign=campaign).values_list(
+        "id", flat=True)[:5]), token="busy")
+    assert campaign_stalled_republish(campaign_id=campaign.pk) == 0  # something in flight: not stalled
