@@ -1,4 +1,9 @@
-"""Campaigns and the suppression list (first cut; the campaign issue extends them)."""
+"""Contacts, lists, segments, campaigns and the suppression list.
+
+A campaign keeps a snapshot of its audience (`audience`) and schedule so a fan-out restarted
+hours later resolves the same audience; `fanout_cursor` is the last contact id the fan-out has
+written messages for, which makes the fan-out resumable chunk by chunk.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +23,9 @@ class Contact(models.Model):
     subscribed = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["created_at"], name="contact_created_idx")]
 
     def __str__(self) -> str:
         return self.email
@@ -65,9 +73,27 @@ class Campaign(models.Model):
     )
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.DRAFT)
     metadata = models.JSONField(default=dict, blank=True)
+    # Snapshot of the request's recipients (segment definition copied in) and schedule.
+    audience = models.JSONField(default=dict, blank=True)
+    schedule = models.JSONField(default=dict, blank=True)
+    # Where a paused campaign goes back to on resume.
+    resume_status = models.CharField(max_length=16, blank=True, default="")
+    # Fan-out progress: last contact id written; contacts skipped (suppressed/unsubscribed).
+    fanout_cursor = models.BigIntegerField(default=0)
+    fanout_done = models.BooleanField(default=False)
+    excluded_count = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["client", "external_id"],
+                condition=~models.Q(external_id=""),
+                name="campaign_client_external_id_unique",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -89,3 +115,15 @@ class Suppression(models.Model):
 
     def __str__(self) -> str:
         return self.email
+
+
+class ContactImport(models.Model):
+    """Progress of one CSV import, so an interrupted `import_contacts` resumes where it stopped."""
+
+    path = models.CharField(max_length=1000)
+    fingerprint = models.CharField(max_length=200, unique=True)  # path + size + mtime
+    list_name = models.CharField(max_length=200, blank=True, default="")
+    rows_done = models.BigIntegerField(default=0)
+    finished = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)

@@ -20,5 +20,6 @@ class ProviderListApi(APIView):
         transitions = serializers.ListField(child=serializers.CharField())
 
     def get(self, request: Request) -> Response:
+        """Providers in failover order with their circuit-breaker state."""
         breakers = circuit_breakers_list()
         return Response({"providers": self.OutputSerializer(breakers, many=True).data})

@@ -20,6 +20,7 @@ class CampaignStatsApi(APIView):
         since = serializers.DateTimeField(required=False)
 
     def get(self, request: Request, campaign_id: int) -> Response:
+        """Delivery and engagement counts, rates, per provider and over time."""
         params = self.InputSerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
         campaign = get_object_or_404(Campaign, pk=campaign_id)
@@ -29,4 +30,5 @@ class CampaignStatsApi(APIView):
 class StatsOverviewApi(APIView):
     required_scope = "analytics"
     def get(self, request: Request) -> Response:
+        """Throughput, queues, workers, provider health and alert states."""
         return Response(stats_overview())

@@ -82,6 +82,18 @@ def _is_idempotent(schema: AutoSchema) -> bool:
 
 
 class NotifierAutoSchema(AutoSchema):
+    def get_summary(self) -> str | None:
+        """An explicit extend_schema summary, else the first line of the handler's or view's
+        docstring, so every operation in the docs says what it does."""
+        summary = super().get_summary()
+        if summary:
+            return summary
+        handler = getattr(self.view, self.method.lower(), None)
+        for doc in (getattr(handler, "__doc__", None), type(self.view).__doc__):
+            if doc and doc.strip():
+                return doc.strip().splitlines()[0].rstrip(".")
+        return None
+
     def get_serializer_name(self, serializer: Any, direction: str) -> str:
         """Nested Input/Output serializers (the styleguide's habit) are named after their view:
         MessageCreateApi.InputSerializer -> MessageCreateInput, so components never collide."""

@@ -193,6 +193,9 @@ NOTIFIER_RATE_LIMIT_SHRINK_SECONDS = env.float("NOTIFIER_RATE_LIMIT_SHRINK_SECON
 NOTIFIER_TEMPLATE_RENDER_SECONDS = env.float("NOTIFIER_TEMPLATE_RENDER_SECONDS", default=0.5)
 NOTIFIER_TEMPLATE_MAX_LOOP_ITERATIONS = env.int("NOTIFIER_TEMPLATE_MAX_LOOP_ITERATIONS", default=20_000)
 NOTIFIER_TEMPLATE_MAX_OUTPUT_BYTES = env.int("NOTIFIER_TEMPLATE_MAX_OUTPUT_BYTES", default=2 * 1024 * 1024)
+# --- Campaigns ----------------------------------------------------------------------------------
+# Base of the signed one-click unsubscribe links in campaign mail (RFC 8058 wants https).
+NOTIFIER_PUBLIC_URL = env.str("NOTIFIER_PUBLIC_URL", default="http://127.0.0.1:8000")
 
 # --- API ---------------------------------------------------------------------------------------
 REST_FRAMEWORK = {

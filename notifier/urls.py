@@ -29,6 +29,7 @@ urlpatterns = [
     *api_docs,
     *api_v1,
     *scheduling_urls,
+    path("", include("campaigns.urls")),  # campaigns: contacts, segments, campaigns, unsubscribe
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("", include("feedback.urls")),  # webhooks, analytics API, /metrics, /dashboard/

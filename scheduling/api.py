@@ -57,6 +57,7 @@ class ScheduleListApi(APIView):
         definition = serializers.DictField()
 
     def get(self, request: Request) -> Response:
+        """Schedules and a snapshot of the queues and the due set."""
         now = timezone.now()
         schedules = list(Schedule.objects.filter(client=request.user).order_by("-id")[:500])
         return Response({
@@ -66,6 +67,7 @@ class ScheduleListApi(APIView):
         })
 
     def post(self, request: Request) -> Response:
+        """Create a recurring (cron) schedule."""
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
@@ -87,9 +89,11 @@ class ScheduleDetailApi(APIView):
     required_scope = "schedules"
     throttle_scope = "schedules"
     def get(self, request: Request, schedule_id: int) -> Response:
+        """One schedule."""
         return Response(_schedule_body([_own_schedule(request, schedule_id)])[0])
 
     def delete(self, request: Request, schedule_id: int) -> Response:
+        """Cancel a schedule."""
         schedule = schedule_cancel(schedule=_own_schedule(request, schedule_id))
         return Response(_schedule_body([schedule])[0])
 
@@ -98,6 +102,7 @@ class SchedulePauseApi(APIView):
     required_scope = "schedules"
     throttle_scope = "schedules"
     def post(self, request: Request, schedule_id: int) -> Response:
+        """Pause a schedule."""
         schedule = schedule_pause(schedule=_own_schedule(request, schedule_id))
         return Response(_schedule_body([schedule])[0])
 
@@ -106,6 +111,7 @@ class ScheduleResumeApi(APIView):
     required_scope = "schedules"
     throttle_scope = "schedules"
     def post(self, request: Request, schedule_id: int) -> Response:
+        """Resume a paused schedule."""
         schedule = schedule_resume(schedule=_own_schedule(request, schedule_id), now=timezone.now())
         return Response(_schedule_body([schedule])[0])
 
@@ -118,6 +124,7 @@ class ScheduleCancelByKeyApi(APIView):
         cancel_key = serializers.CharField(max_length=200)
 
     def post(self, request: Request) -> Response:
+        """Cancel every pending delayed send carrying this cancel_key."""
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         key = serializer.validated_data["cancel_key"]

@@ -16,6 +16,7 @@ from django.db.models import F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from campaigns.claim_guard import CAMPAIGN_CLAIM_GUARD
 from delivery.models import EmailMessage
 
 Status = EmailMessage.Status
@@ -38,6 +39,8 @@ def messages_claim(*, message_ids: Sequence[int], token: str) -> list[tuple[int,
         f"UPDATE {TABLE} SET status = %s, claim_token = %s, claimed_at = %s, "
         f"attempts = attempts + 1 WHERE id IN ({_placeholders(message_ids)}) AND "
         f"(status = %s OR (status = %s AND claim_token = %s AND send_started_at IS NULL)) "
+        # Campaigns hook: never claim a row of a paused or cancelled campaign (claim_guard.py).
+        f"AND {CAMPAIGN_CLAIM_GUARD} "
         f"RETURNING id, attempts"
     )
     params = [Status.SENDING, token, timezone.now(), *message_ids]

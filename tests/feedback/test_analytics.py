@@ -8,10 +8,10 @@ import pytest
 from django.utils import timezone
 
 from delivery.models import DeliveryAttempt, EmailMessage
+from delivery.services.circuit_breaker import breaker_record_failure, breaker_reset
 from delivery.tasks import send_batch
 from feedback.normalize import EventType as E
 from feedback.services.processing import events_process
-from notifier.redis_client import get_redis, redis_key
 from tests.feedback.helpers import T0, campaign, event, sent_messages
 
 pytestmark = pytest.mark.django_db
@@ -62,13 +62,13 @@ def test_overview_reports_backlog_age_alerts_and_providers(api, purged_queues):
         [DeliveryAttempt(message=sending[0], provider="smtp", outcome="accepted", duration_ms=40)] * 3
         + [DeliveryAttempt(message=sending[1], provider="smtp", outcome="transient", duration_ms=900)]
     )
-    get_redis().set(redis_key("breaker", "smtp"), "open", ex=60)
+    breaker_record_failure(provider="smtp", retry_after=60)  # a 429 holds the breaker open
     for _ in range(3):
         send_batch.apply_async(args=([1], 3, 0), queue="email-send-p3")  # no worker consumes p3 here
     try:
         body = api.get("/api/v1/stats/overview").json()
     finally:
-        get_redis().delete(redis_key("breaker", "smtp"))
+        breaker_reset(provider="smtp")
     queues = {q["priority"]: q for q in body["queues"]}
     assert queues["critical"]["pending"] == 1 and queues["critical"]["alert"] == "critical"  # 30 s > 10 s
     assert queues["normal"]["pending"] == 3 and queues["normal"]["processing"] == 2

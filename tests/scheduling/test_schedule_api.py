@@ -128,7 +128,8 @@ def test_bad_recurring_schedules_are_400_naming_the_field_and_write_nothing(api,
     response = api.post("/api/v1/schedules", {**RECURRING, **change}, format="json")
     assert response.status_code == 400
     assert field in response.json()["error"]["fields"]
-    assert Schedule.objects.count() == 0 and PeriodicTask.objects.count() == 0
+    assert Schedule.objects.count() == 0
+    assert not PeriodicTask.objects.filter(task="scheduling.run_recurring").exists()
 
 
 def test_recurring_schedule_lifecycle_through_the_api(api):

@@ -1,0 +1,150 @@
+"""Contacts, lists, segments and suppressions: POST /contacts/bulk, /lists, /segments, /suppressions."""
+
+from __future__ import annotations
+
+from rest_framework import exceptions, serializers, status
+from rest_framework.generics import get_object_or_404
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from campaigns.audience import audience_is_empty
+from campaigns.models import ContactList, Segment, Suppression
+from campaigns.segments import SegmentError, segment_compile
+from campaigns.services.contacts import (
+    MAX_BULK,
+    contact_list_get_or_create,
+    contacts_bulk_upsert,
+    suppression_create,
+    suppression_delete,
+)
+
+PAGE_SIZE = 100
+
+
+class ContactBulkApi(APIView):
+    required_scope = "campaigns"
+    throttle_scope = "campaigns"
+    class InputSerializer(serializers.Serializer):
+        contacts = serializers.ListField(child=serializers.JSONField(), allow_empty=False)
+        list = serializers.CharField(max_length=200, required=False)
+
+    def post(self, request: Request) -> Response:
+        """Upsert up to 10,000 contacts; per-row errors, valid rows kept."""
+        rows = request.data.get("contacts") if isinstance(request.data, dict) else None
+        if isinstance(rows, list) and len(rows) > MAX_BULK:
+            raise TooLarge(f"{len(rows)} contacts: at most {MAX_BULK} per call; split the upload "
+                           "or use `manage.py import_contacts`.")
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        list_id = contact_list_get_or_create(name=data["list"]).pk if data.get("list") else None
+        result = contacts_bulk_upsert(rows=data["contacts"], list_id=list_id)
+        body = {"created": result.created, "updated": result.updated, "errors": result.errors,
+                "list_id": list_id}
+        return Response(body, status=status.HTTP_200_OK)
+
+
+class TooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_code = "too_large"
+
+
+class ListApi(APIView):
+    required_scope = "campaigns"
+    throttle_scope = "campaigns"
+    class InputSerializer(serializers.Serializer):
+        name = serializers.CharField(max_length=200)
+
+    def post(self, request: Request) -> Response:
+        """Create a contact list (optionally with its members)."""
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        contact_list = contact_list_get_or_create(name=serializer.validated_data["name"])
+        return Response({"id": contact_list.pk, "name": contact_list.name}, status=status.HTTP_201_CREATED)
+
+    def get(self, request: Request) -> Response:
+        """Contact lists."""
+        lists = ContactList.objects.order_by("id").values("id", "name")[:PAGE_SIZE]
+        return Response({"results": list(lists)})
+
+
+class SegmentApi(APIView):
+    required_scope = "campaigns"
+    throttle_scope = "campaigns"
+    class InputSerializer(serializers.Serializer):
+        name = serializers.CharField(max_length=200)
+        definition = serializers.JSONField()
+
+        def validate_name(self, value: str) -> str:
+            if Segment.objects.filter(name=value).exists():
+                raise serializers.ValidationError("A segment with this name exists.")
+            return value
+
+        def validate_definition(self, value: object) -> object:
+            try:
+                segment_compile(value)
+            except SegmentError as exc:
+                raise serializers.ValidationError({exc.path: [exc.message]}) from exc
+            return value
+
+    def post(self, request: Request) -> Response:
+        """Create a segment from a filter definition (validated, compiled to SQL)."""
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        segment = Segment.objects.create(**serializer.validated_data)
+        body = {"id": segment.pk, "name": segment.name, "definition": segment.definition,
+                "empty": audience_is_empty({"type": "segment", "definition": segment.definition})}
+        return Response(body, status=status.HTTP_201_CREATED)
+
+    def get(self, request: Request) -> Response:
+        """Segments."""
+        segments = Segment.objects.order_by("id").values("id", "name", "definition")[:PAGE_SIZE]
+        return Response({"results": list(segments)})
+
+
+class SuppressionApi(APIView):
+    required_scope = "campaigns"
+    throttle_scope = "campaigns"
+    class InputSerializer(serializers.Serializer):
+        email = serializers.EmailField(max_length=254)
+        reason = serializers.ChoiceField(choices=Suppression.Reason.values, default="manual")
+
+    class OutputSerializer(serializers.ModelSerializer):
+        class Meta:
+            model = Suppression
+            fields = ["email", "reason", "source", "created_at"]
+
+    def post(self, request: Request) -> Response:
+        """Suppress an address: it is never mailed again until removed."""
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        suppression, created = suppression_create(**serializer.validated_data)
+        code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        return Response(self.OutputSerializer(suppression).data, status=code)
+
+    def get(self, request: Request) -> Response:
+        """Keyset pages by email: ?after=<last email of the previous page>&email=<exact>."""
+        queryset = Suppression.objects.order_by("email")
+        if request.query_params.get("email"):
+            queryset = queryset.filter(email=request.query_params["email"].strip().lower())
+        if request.query_params.get("after"):
+            queryset = queryset.filter(email__gt=request.query_params["after"])
+        page = list(queryset[:PAGE_SIZE])
+        next_after = page[-1].email if len(page) == PAGE_SIZE else None
+        return Response({"results": self.OutputSerializer(page, many=True).data, "next_after": next_after})
+
+
+class SuppressionDetailApi(APIView):
+    required_scope = "campaigns"
+    throttle_scope = "campaigns"
+    def delete(self, request: Request, email: str) -> Response:
+        """Remove a suppression."""
+        if not suppression_delete(email=email):
+            raise exceptions.NotFound(f"{email} is not suppressed.")
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    def get(self, request: Request, email: str) -> Response:
+        """One suppression."""
+        suppression = get_object_or_404(Suppression, email=email.strip().lower())
+        return Response(SuppressionApi.OutputSerializer(suppression).data)

@@ -1,0 +1,46 @@
+"""GET /api/v1/templates/{id}/preview?contact=<email or id>: the parts a contact would receive.
+
+Lives in campaigns/ because the merge data comes from the contact (the same context the
+fan-out writes: attributes plus email, name, timezone, locale).
+"""
+
+from __future__ import annotations
+
+from rest_framework import exceptions, serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from campaigns.models import Contact
+from templates.rendering import TemplateError, compile_version, render
+from templates.services import template_version_get_current
+
+
+def contact_context(contact: Contact) -> dict:
+    return {**contact.attributes, "email": contact.email, "name": contact.name,
+            "timezone": contact.timezone, "locale": contact.locale}
+
+
+class TemplatePreviewApi(APIView):
+    required_scope = "campaigns"
+    throttle_scope = "campaigns"
+    def get(self, request: Request, template_id: int) -> Response:
+        """Render a template for one contact (subject, text, HTML)."""
+        version = template_version_get_current(reference=template_id)
+        if version is None:
+            raise exceptions.NotFound(f"No active template {template_id}.")
+        reference = request.query_params.get("contact", "").strip()
+        if not reference:
+            raise serializers.ValidationError({"contact": ["Give a contact email or id."]})
+        lookup = {"pk": int(reference)} if reference.isdigit() else {"email": reference.lower()}
+        contact = Contact.objects.filter(**lookup).first()
+        if contact is None:
+            raise exceptions.NotFound(f"No contact {reference!r}.")
+        compiled = compile_version(version.id, version.subject, version.html_body, version.text_body)
+        try:
+            rendered = render(compiled, contact_context(contact))
+        except TemplateError as exc:
+            raise serializers.ValidationError({"contact": [f"Template does not render: {exc}"]}) from exc
+        return Response({"template_id": version.template_id, "version": version.version,
+                         "contact": contact.email, "subject": rendered.subject,
+                         "text": rendered.text, "html": rendered.html})

@@ -1,0 +1,21 @@
+"""The campaigns hook in the send path: a condition the claim UPDATE adds to its WHERE clause.
+
+`delivery/services/ledger.py::messages_claim` appends `CAMPAIGN_CLAIM_GUARD`, so a worker never
+claims a row of a paused or cancelled campaign: pause and cancel take effect at the next claim
+(within a batch's time), with no check in the worker code. The task that finds nothing to claim
+simply ends; resume re-publishes the rows (campaigns/services/fanout.py).
+"""
+
+from __future__ import annotations
+
+from campaigns.models import Campaign
+
+_TABLE = Campaign._meta.db_table
+_STOPPED = ", ".join(f"'{s}'" for s in (Campaign.Status.PAUSED, Campaign.Status.CANCELLED))
+
+# Written against the message table by its full name (the claim UPDATE has no alias).
+CAMPAIGN_CLAIM_GUARD = (
+    "(delivery_emailmessage.campaign_id IS NULL OR NOT EXISTS (SELECT 1 FROM "
+    f"{_TABLE} AS guard_campaign WHERE guard_campaign.id = delivery_emailmessage.campaign_id "
+    f"AND guard_campaign.status IN ({_STOPPED})))"
+)

@@ -1,0 +1,159 @@
+"""CSV contact import: COPY each batch into a temporary table, then one INSERT ... ON CONFLICT.
+
+Columns `email, name, timezone, locale, subscribed` map to contact fields; every other column
+becomes an attribute (digit-only values are stored as numbers, so segments can compare them).
+Each batch commits its upsert, its list memberships and the import's progress (`rows_done`) in
+one transaction, so an interrupted import resumes after the last committed batch; re-importing
+a row is harmless anyway (upsert). Emails are checked with a cheap pattern and lower-cased.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from itertools import islice
+
+from django.db import connection, transaction
+
+from campaigns.models import Contact, ContactImport, ContactList
+
+CONTACT_TABLE = Contact._meta.db_table
+MEMBER_TABLE = ContactList.contacts.through._meta.db_table
+_EMAIL = re.compile(r"^[^@\s,;<>]+@[^@\s,;<>]+\.[^@\s,;<>]+$")
+_FIELDS = ("name", "timezone", "locale")
+_TRUE = {"1", "true", "yes", "y", "t"}
+_UPSERT = f"""
+INSERT INTO {CONTACT_TABLE} (email, name, timezone, locale, attributes, subscribed, created_at, updated_at)
+SELECT DISTINCT ON (email) email, name, timezone, locale, attributes, subscribed, now(), now()
+FROM import_rows ORDER BY email, ord DESC
+ON CONFLICT (email) DO UPDATE SET name = EXCLUDED.name, timezone = EXCLUDED.timezone,
+  locale = EXCLUDED.locale, subscribed = EXCLUDED.subscribed,
+  attributes = {CONTACT_TABLE}.attributes || EXCLUDED.attributes, updated_at = now()
+"""
+# With a list: the upsert's RETURNING feeds the memberships (no second lookup by email).
+_UPSERT_WITH_MEMBERS = (
+    f"WITH up AS ({_UPSERT} RETURNING id) INSERT INTO {MEMBER_TABLE} (contactlist_id, contact_id) "
+    "SELECT %s, id FROM up ON CONFLICT DO NOTHING"
+)
+
+
+@dataclass
+class ImportReport:
+    rows: int = 0
+    written: int = 0
+    invalid: int = 0
+    skipped: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def file_fingerprint(path: str) -> str:
+    stat = os.stat(path)
+    return f"{os.path.abspath(path)}:{stat.st_size}:{stat.st_mtime_ns}"
+
+
+def file_row_count(path: str) -> int:
+    """Data rows (lines minus the header), counted in binary blocks: ~0.1 s per million."""
+    count = 0
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            count += block.count(b"\n")
+    return max(count - 1, 0)
+
+
+def contacts_import(
+    *, path: str, list_name: str = "", batch_size: int = 50_000, dry_run: bool = False,
+    on_progress: Callable[[int], None] | None = None,
+) -> ImportReport:
+    report = ImportReport()
+    job = None if dry_run else ContactImport.objects.get_or_create(
+        fingerprint=file_fingerprint(path), defaults={"path": path, "list_name": list_name})[0]
+    if job and job.finished:
+        report.skipped = job.rows_done
+        return report
+    list_id = ContactList.objects.get_or_create(name=list_name)[0].pk if list_name and not dry_run else None
+    start = job.rows_done if job else 0
+    report.skipped = start
+    with open(path, newline="", encoding="utf-8-sig") as handle:
+        reader = csv.DictReader(handle)
+        if "email" not in (reader.fieldnames or []):
+            raise ValueError("the CSV needs an 'email' column")
+        rows = islice(enumerate(reader, start=2), start, None)  # line 1 is the header
+        # Parse batch N+1 here while a writer thread (its own connection) stores batch N:
+        # psycopg2 releases the GIL while PostgreSQL works, so the two overlap.
+        with ThreadPoolExecutor(max_workers=1) as writer:
+            pending: Future | None = None
+            while batch := list(islice(rows, batch_size)):
+                buffer = _batch_buffer(batch, report)
+                report.rows += len(batch)
+                if pending:
+                    report.written += pending.result()
+                if not dry_run:
+                    pending = writer.submit(_batch_write_in_thread, buffer, job, list_id, start + report.rows)
+                if on_progress:
+                    on_progress(start + report.rows)
+            if pending:
+                report.written += pending.result()
+    if job:
+        ContactImport.objects.filter(pk=job.pk).update(finished=True)
+    return report
+
+
+def _batch_write_in_thread(
+    buffer: io.StringIO, job: ContactImport, list_id: int | None, rows_done: int
+) -> int:
+    try:
+        return _batch_write(buffer, job, list_id, rows_done)
+    finally:
+        connection.close()  # this thread's own connection
+
+
+def _batch_buffer(batch: list[tuple[int, dict]], report: ImportReport) -> io.StringIO:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    for line, row in batch:
+        email = (row.pop("email", None) or "").strip().lower()
+        if not _EMAIL.match(email) or len(email) > 254:
+            report.invalid += 1
+            if len(report.errors) < 20:
+                report.errors.append(f"line {line}: invalid email {email!r}")
+            continue
+        values = [(row.pop(name, None) or "").strip()[:limit] for name, limit in zip(_FIELDS, (200, 64, 16),
+                                                                                      strict=True)]
+        subscribed = (row.pop("subscribed", None) or "true").strip().lower() in _TRUE
+        attributes = {k: _typed(v) for k, v in row.items() if k and v not in (None, "")}
+        writer.writerow([line, email, *values, "t" if subscribed else "f", json.dumps(attributes)])
+    buffer.seek(0)
+    return buffer
+
+
+def _typed(value: str) -> str | int:
+    return int(value) if value.isdigit() and len(value) < 18 else value
+
+
+def _batch_write(buffer: io.StringIO, job: ContactImport, list_id: int | None, rows_done: int) -> int:
+    with transaction.atomic(), connection.cursor() as cursor:
+        # Safe here: a commit lost in a crash loses its rows_done update with it, and the
+        # resumed import redoes that batch (the upsert is idempotent).
+        cursor.execute("SET LOCAL synchronous_commit TO OFF")
+        cursor.execute(
+            "CREATE TEMP TABLE import_rows (ord int, email text, name text, timezone text, "
+            "locale text, subscribed boolean, attributes jsonb) ON COMMIT DROP"
+        )
+        copy = "COPY import_rows FROM STDIN WITH (FORMAT csv, FORCE_NOT_NULL (name, timezone, locale))"
+        cursor.copy_expert(copy, buffer)
+        if list_id is None:
+            cursor.execute(_UPSERT)
+            written = cursor.rowcount
+        else:
+            cursor.execute(_UPSERT_WITH_MEMBERS, [list_id])
+            cursor.execute("SELECT count(*) FROM import_rows")
+            written = cursor.fetchone()[0]
+        ContactImport.objects.filter(pk=job.pk).update(rows_done=rows_done)
+    return written
+

@@ -1,0 +1,134 @@
+"""Campaign lifecycle: guarded status changes and what each one does to the message rows.
+
+    DRAFT -> SCHEDULED -> QUEUED -> SENDING -> COMPLETED
+    pause: SCHEDULED | QUEUED | SENDING -> PAUSED;  resume: PAUSED -> where it was
+    cancel: any non-terminal -> CANCELLED;          fail: any non-terminal -> FAILED
+
+Every change is one conditional UPDATE naming the states it may leave, so two operators (or an
+operator and the fan-out) can never both win; a refused change raises `IllegalTransitionError`
+(the API's 409). Pause and cancel take effect at once through the claim guard in
+`campaigns/claim_guard.py` (workers do not claim a paused or cancelled campaign's rows); rows
+already claimed but not yet handed to a provider are taken back here, and the hand-off mark
+(`status = 'SENDING' AND claim_token = ...`) then skips them.
+"""
+
+from __future__ import annotations
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from campaigns.models import Campaign
+from delivery.models import EmailMessage
+
+CS = Campaign.Status
+MS = EmailMessage.Status
+MESSAGE_TABLE = EmailMessage._meta.db_table
+ACTIVE = [CS.DRAFT, CS.SCHEDULED, CS.QUEUED, CS.SENDING, CS.PAUSED]
+CANCEL_CHUNK = 10_000
+
+
+class IllegalTransitionError(Exception):
+    def __init__(self, campaign: Campaign, action: str):
+        super().__init__(f"Cannot {action} a campaign that is {campaign.status}.")
+        self.campaign = campaign
+        self.action = action
+
+
+def _transition(campaign_id: int, action: str, allowed: list[str], **changes: object) -> Campaign:
+    updated = Campaign.objects.filter(pk=campaign_id, status__in=allowed).update(**changes)
+    campaign = Campaign.objects.get(pk=campaign_id)
+    if not updated:
+        raise IllegalTransitionError(campaign, action)
+    return campaign
+
+
+@transaction.atomic
+def campaign_pause(*, campaign_id: int) -> Campaign:
+    current = Campaign.objects.select_for_update().get(pk=campaign_id)
+    # A paused SENDING campaign resumes as QUEUED: the fan-out re-runs, continues from its
+    # cursor and re-publishes the rows the pause left QUEUED.
+    back_to = CS.SCHEDULED if current.status == CS.SCHEDULED else CS.QUEUED
+    campaign = _transition(
+        campaign_id, "pause", [CS.SCHEDULED, CS.QUEUED, CS.SENDING],
+        status=CS.PAUSED, resume_status=back_to,
+    )
+    _claimed_unstarted_update(campaign_id, status=MS.QUEUED)
+    return campaign
+
+
+@transaction.atomic
+def campaign_resume(*, campaign_id: int) -> Campaign:
+    current = Campaign.objects.select_for_update().get(pk=campaign_id)
+    campaign = _transition(
+        campaign_id, "resume", [CS.PAUSED], status=current.resume_status or CS.QUEUED, resume_status=""
+    )
+    if campaign.status == CS.QUEUED:
+        from campaigns.tasks import campaign_fanout_enqueue
+
+        transaction.on_commit(lambda: campaign_fanout_enqueue(campaign_id))
+    return campaign
+
+
+@transaction.atomic
+def campaign_cancel(*, campaign_id: int) -> Campaign:
+    campaign = _transition(campaign_id, "cancel", ACTIVE, status=CS.CANCELLED, completed_at=timezone.now())
+    _claimed_unstarted_update(campaign_id, status=MS.CANCELLED)
+    from campaigns.tasks import campaign_cancel_rows_enqueue
+
+    transaction.on_commit(lambda: campaign_cancel_rows_enqueue(campaign_id))
+    return campaign
+
+
+def campaign_complete(*, campaign_id: int) -> bool:
+    """SENDING -> COMPLETED once the fan-out is done and no row is waiting or in flight."""
+    waiting = EmailMessage.objects.filter(
+        campaign_id=campaign_id, status__in=[MS.QUEUED, MS.SENDING, MS.SCHEDULED]
+    ).exists()
+    if waiting:
+        return False
+    return bool(
+        Campaign.objects.filter(pk=campaign_id, status=CS.SENDING, fanout_done=True).update(
+            status=CS.COMPLETED, completed_at=timezone.now()
+        )
+    )
+
+
+def campaign_fail(*, campaign_id: int, reason: str) -> None:
+    Campaign.objects.filter(pk=campaign_id, status__in=ACTIVE).update(
+        status=CS.FAILED, completed_at=timezone.now(), metadata={"failure": reason[:2000]}
+    )
+
+
+def _claimed_unstarted_update(campaign_id: int, *, status: str) -> int:
+    """Claimed rows not yet handed to a provider: back to QUEUED (pause) or CANCELLED."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {MESSAGE_TABLE} SET status = %s, claim_token = '', claimed_at = NULL "
+            "WHERE campaign_id = %s AND status = %s AND send_started_at IS NULL",
+            [status, campaign_id, MS.SENDING],
+        )
+        return cursor.rowcount
+
+
+def campaign_rows_cancel(*, campaign_id: int) -> int:
+    """Mark every unsent row CANCELLED, in chunks so no statement locks a million rows."""
+    from campaigns.services.fanout import campaign_lock, campaign_unlock
+
+    total = 0
+    # Wait for a running fan-out to notice the cancel and stop (it checks every chunk),
+    # so no chunk it writes afterwards is left QUEUED.
+    campaign_lock(campaign_id, wait=True)
+    with connection.cursor() as cursor:
+        try:
+            while True:
+                cursor.execute(
+                    f"UPDATE {MESSAGE_TABLE} SET status = %s WHERE id IN (SELECT id FROM {MESSAGE_TABLE} "
+                    "WHERE campaign_id = %s AND (status IN (%s, %s) OR (status = %s AND "
+                    "send_started_at IS NULL)) LIMIT %s)",
+                    [MS.CANCELLED, campaign_id, MS.QUEUED, MS.SCHEDULED, MS.SENDING, CANCEL_CHUNK],
+                )
+                total += cursor.rowcount
+                if cursor.rowcount < CANCEL_CHUNK:
+                    return total
+        finally:
+            campaign_unlock(campaign_id)

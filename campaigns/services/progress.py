@@ -1,0 +1,50 @@
+"""Watch a sending campaign: complete it when nothing is left, re-publish it when it stalls.
+
+A campaign whose rows sit QUEUED with none in flight and no progress for
+`NOTIFIER_REQUEUE_AFTER_SECONDS` has lost its tasks (e.g. Redis restarted without persistence):
+its unclaimed rows are published again (the claim fences any duplicate task).
+
+Redis keys (notifier.redis_client.redis_key):
+
+    notifier:campaigns:progress:<campaign id>   "<finished rows>:<epoch seconds>" (1 h TTL)
+
+    $ redis-cli GET notifier:campaigns:progress:42
+"""
+
+from __future__ import annotations
+
+import time
+
+from django.conf import settings
+
+from campaigns.models import Campaign
+from campaigns.selectors import campaign_status_counts
+from campaigns.services.fanout import campaign_unclaimed_republish
+from delivery.models import EmailMessage
+from notifier.redis_client import get_redis, redis_key
+
+MS = EmailMessage.Status
+KEY_TTL_SECONDS = 3600
+
+
+def campaign_stalled_republish(*, campaign_id: int) -> int:
+    """Rows published again (0 unless the campaign stalled)."""
+    counts = campaign_status_counts(campaign_id=campaign_id)
+    queued, in_flight = counts.get(MS.QUEUED, 0), counts.get(MS.SENDING, 0)
+    key = redis_key("campaigns", "progress", campaign_id)
+    redis = get_redis()
+    if not queued or in_flight:
+        redis.delete(key)
+        return 0
+    finished = sum(counts.values()) - queued
+    now = time.time()
+    previous = redis.get(key)
+    if previous is not None:
+        last_finished, _, since = previous.decode().partition(":")
+        if int(last_finished) == finished:
+            if now - float(since) < settings.NOTIFIER_REQUEUE_AFTER_SECONDS:
+                return 0
+            redis.set(key, f"{finished}:{now}", ex=KEY_TTL_SECONDS)
+            return campaign_unclaimed_republish(campaign=Campaign.objects.get(pk=campaign_id))[0]
+    redis.set(key, f"{finished}:{now}", ex=KEY_TTL_SECONDS)
+    return 0

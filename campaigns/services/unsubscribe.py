@@ -1,0 +1,57 @@
+"""One-click unsubscribe (RFC 8058): signed per-recipient URLs and the unsubscribe itself.
+
+The token signs "<contact id>.<campaign id>" with Django's Signer (HMAC-SHA256 over the
+SECRET_KEY, salted), so it cannot be forged or altered, and stays valid after message rows are
+archived. Unsubscribing clears the contact's `subscribed` flag (future fan-outs skip it) and marks
+its still-QUEUED campaign rows SUPPRESSED, so a running campaign stops mailing it at once.
+It does not add a global suppression: an unsubscribe from marketing must not block the
+person's password resets (transactional mail).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.core import signing
+from django.db import transaction
+from django.urls import reverse
+
+from campaigns.models import Contact
+from delivery.models import EmailMessage
+
+_SIGNER = signing.Signer(salt="notifier.campaigns.unsubscribe")
+MS = EmailMessage.Status
+
+
+@dataclass(frozen=True)
+class UnsubscribeTarget:
+    contact_id: int
+    campaign_id: int
+
+
+def unsubscribe_token(*, contact_id: int, campaign_id: int) -> str:
+    return _SIGNER.sign(f"{contact_id}.{campaign_id}")
+
+
+def unsubscribe_url(*, contact_id: int, campaign_id: int) -> str:
+    token = unsubscribe_token(contact_id=contact_id, campaign_id=campaign_id)
+    return settings.NOTIFIER_PUBLIC_URL.rstrip("/") + reverse("unsubscribe", args=[token])
+
+
+def unsubscribe_token_read(token: str) -> UnsubscribeTarget | None:
+    try:
+        contact_id, _, campaign_id = _SIGNER.unsign(token).partition(".")
+        return UnsubscribeTarget(int(contact_id), int(campaign_id))
+    except (signing.BadSignature, ValueError):
+        return None
+
+
+@transaction.atomic
+def contact_unsubscribe(*, contact_id: int) -> bool:
+    """Idempotent: True when this call changed the contact."""
+    changed = Contact.objects.filter(pk=contact_id, subscribed=True).update(subscribed=False)
+    EmailMessage.objects.filter(
+        contact_id=contact_id, campaign__isnull=False, status=MS.QUEUED
+    ).update(status=MS.SUPPRESSED, error="unsubscribed")
+    return bool(changed)

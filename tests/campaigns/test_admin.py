@@ -1,0 +1,43 @@
+"""Campaign admin: pages render with per-status counts; actions go through the lifecycle services."""
+
+from __future__ import annotations
+
+import pytest
+
+from campaigns.models import Campaign, ContactList
+from campaigns.services.fanout import campaign_fanout
+from tests import factories
+from tests.campaigns.helpers import contacts_create
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def admin_client(client, django_user_model):
+    user = django_user_model.objects.create_superuser("root", "root@x.io", "pw")
+    client.force_login(user)
+    return client
+
+
+def test_campaign_pages_and_actions(admin_client, purged_queues):
+    contacts_create(30)
+    definition = {"conditions": [{"attribute": "n", "op": "lt", "value": 20}]}
+    campaign = Campaign.objects.create(
+        name="c", template_version=factories.template_version(), status="QUEUED",
+        audience={"type": "segment", "definition": definition},
+    )
+    campaign_fanout(campaign_id=campaign.pk)
+    assert admin_client.get("/admin/campaigns/campaign/").status_code == 200
+    page = admin_client.get(f"/admin/campaigns/campaign/{campaign.pk}/change/")
+    assert page.status_code == 200 and b"<th>queued</th><td>20</td>" in page.content
+    action = {"action": "pause", "_selected_action": [campaign.pk]}
+    response = admin_client.post("/admin/campaigns/campaign/", action)
+    assert response.status_code == 302
+    assert Campaign.objects.get(pk=campaign.pk).status == "PAUSED"
+    admin_client.post("/admin/campaigns/campaign/", {"action": "cancel", "_selected_action": [campaign.pk]})
+    assert Campaign.objects.get(pk=campaign.pk).status == "CANCELLED"
+    for url in ("/admin/campaigns/contact/", "/admin/campaigns/contact/?q=user3@example.com",
+                "/admin/campaigns/suppression/", "/admin/campaigns/segment/"):
+        assert admin_client.get(url).status_code == 200
+    contact_list = ContactList.objects.create(name="l")
+    assert admin_client.get(f"/admin/campaigns/contactlist/{contact_list.pk}/change/").status_code == 200

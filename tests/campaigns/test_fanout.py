@@ -1,0 +1,155 @@
+"""Fan-out in the database: rows written once per eligible contact, restartable, guarded claims."""
+
+from __future__ import annotations
+
+import pytest
+
+from campaigns.models import Campaign, Contact, Suppression
+from campaigns.selectors import campaign_counters
+from campaigns.services import lifecycle
+from campaigns.services.fanout import campaign_fanout
+from delivery.models import EmailMessage
+from delivery.services.ledger import messages_claim
+from tests import factories
+from tests.campaigns.helpers import contacts_create
+
+pytestmark = pytest.mark.django_db
+MS = EmailMessage.Status
+
+
+@pytest.fixture
+def campaign(db, purged_queues) -> Campaign:
+    contacts_create(2500)
+    Suppression.objects.create(email="user7@example.com", reason="hard_bounce")
+    Suppression.objects.create(email="user1500@example.com", reason="complaint")
+    Contact.objects.filter(email="user9@example.com").update(subscribed=False)
+    definition = {"conditions": [{"attribute": "n", "op": "lt", "value": 2000}]}
+    return Campaign.objects.create(
+        name="c", template_version=factories.template_version(), status=Campaign.Status.QUEUED,
+        audience={"type": "segment", "definition": definition},
+    )
+
+
+def _rows(campaign: Campaign) -> list[str]:
+    return list(EmailMessage.objects.filter(campaign=campaign).values_list("recipient", flat=True))
+
+
+def test_fanout_writes_one_row_per_eligible_contact_and_counts_the_rest(campaign):
+    report = campaign_fanout(campaign_id=campaign.pk)
+    assert (report.inserted, report.excluded, report.finished) == (1997, 3, True)
+    assert report.tasks == 20  # 1997 rows, 100 per normal-priority task, per 1000-row chunk
+    rows = _rows(campaign)
+    assert len(rows) == len(set(rows)) == 1997
+    assert not {"user7@example.com", "user1500@example.com", "user9@example.com"} & set(rows)
+    message = EmailMessage.objects.get(campaign=campaign, recipient="user3@example.com")
+    assert message.context == {"n": 3, "email": "user3@example.com", "name": "User 3",
+                               "timezone": "Europe/Paris", "locale": "en"}
+    assert message.idempotency_key == f"c:{campaign.pk}:{message.contact_id}"
+    campaign.refresh_from_db()
+    assert campaign.status == Campaign.Status.SENDING and campaign.fanout_done
+    counters = campaign_counters(campaign=campaign)
+    assert (counters["total"], counters["queued"], counters["suppressed"]) == (2000, 1997, 3)
+
+
+def test_restarted_fanout_completes_without_duplicates(campaign):
+    campaign_fanout(campaign_id=campaign.pk)
+    # As if the first run died after its first chunk committed: cursor back to chunk 1.
+    first_chunk_end = Contact.objects.order_by("id").values_list("id", flat=True)[999]
+    EmailMessage.objects.filter(campaign=campaign, contact_id__gt=first_chunk_end).delete()
+    Campaign.objects.filter(pk=campaign.pk).update(
+        fanout_done=False, fanout_cursor=first_chunk_end, excluded_count=2)
+    report = campaign_fanout(campaign_id=campaign.pk)
+    assert report.finished and report.republished == 998  # first chunk's rows published again
+    rows = _rows(campaign)
+    assert len(rows) == len(set(rows)) == 1997
+    # Running it again from scratch writes nothing new either.
+    Campaign.objects.filter(pk=campaign.pk).update(fanout_done=False, fanout_cursor=0, excluded_count=0)
+    assert campaign_fanout(campaign_id=campaign.pk).inserted == 0
+    assert len(_rows(campaign)) == 1997
+
+
+def test_paused_or_cancelled_rows_are_not_claimed_and_cancel_marks_unsent(campaign):
+    campaign_fanout(campaign_id=campaign.pk)
+    ids = list(EmailMessage.objects.filter(campaign=campaign).values_list("id", flat=True)[:10])
+    assert len(messages_claim(message_ids=ids[:2], token="t1")) == 2
+    lifecycle.campaign_pause(campaign_id=campaign.pk)
+    # Claimed but not handed over: back to QUEUED; nothing of a paused campaign is claimable.
+    assert EmailMessage.objects.filter(id__in=ids[:2], status=MS.QUEUED).count() == 2
+    assert messages_claim(message_ids=ids, token="t2") == []
+    with pytest.raises(lifecycle.IllegalTransitionError):
+        lifecycle.campaign_pause(campaign_id=campaign.pk)
+    lifecycle.campaign_resume(campaign_id=campaign.pk)
+    assert Campaign.objects.get(pk=campaign.pk).status == Campaign.Status.QUEUED
+    assert len(messages_claim(message_ids=ids[:3], token="t3")) == 3
+    lifecycle.campaign_cancel(campaign_id=campaign.pk)
+    assert messages_claim(message_ids=ids, token="t4") == []
+    assert lifecycle.campaign_rows_cancel(campaign_id=campaign.pk) == 1997 - 3
+    assert campaign_counters(campaign=campaign)["cancelled"] == 1997
+    with pytest.raises(lifecycle.IllegalTransitionError):
+        lifecycle.campaign_resume(campaign_id=campaign.pk)
+
+
+def test_inline_and_list_audiences(db, purged_queues):
+    version = factories.template_version()
+    inline = Campaign.objects.create(
+        name="i", template_version=version, status=Campaign.Status.QUEUED,
+        audience={"type": "inline", "contacts": [
+            {"email": "x@y.io", "name": "X", "data": {"code": "A1"}}, {"email": "z@y.io"}]},
+    )
+    assert campaign_fanout(campaign_id=inline.pk).inserted == 2
+    row = EmailMessage.objects.get(campaign=inline, recipient="x@y.io")
+    assert row.context["code"] == "A1" and row.context["name"] == "X"
+    contacts_create(30, prefix="l")
+    from campaigns.services.contacts import list_members_add
+
+    listed = Campaign.objects.create(
+        name="l", template_version=version, status=Campaign.Status.QUEUED,
+        audience={"type": "list", "list_id": _list_with(list_members_add, 10)},
+    )
+    assert campaign_fanout(campaign_id=listed.pk).inserted == 10
+
+
+def _list_with(list_members_add, n: int) -> int:
+    from campaigns.models import ContactList
+
+    contact_list = ContactList.objects.create(name="l")
+    ids = list(Contact.objects.filter(email__startswith="l").order_by("id").values_list("id", flat=True)[:n])
+    list_members_add(list_id=contact_list.pk, contact_ids=ids)
+    return contact_list.pk
+
+
+def test_schedule_hook_writes_scheduled_rows_with_per_timezone_due_times(db, purged_queues):
+    """The hook the scheduling engine fills: a (time zone -> due) map joined in SQL."""
+    Contact.objects.create(email="paris@x.io", timezone="Europe/Paris")
+    Contact.objects.create(email="tokyo@x.io", timezone="Asia/Tokyo")
+    Contact.objects.create(email="nowhere@x.io")
+    campaign = Campaign.objects.create(
+        name="s", template_version=factories.template_version(), status=Campaign.Status.QUEUED,
+        audience={"type": "segment", "definition": {"conditions": [
+            {"field": "subscribed", "op": "equals", "value": True}]}},
+        schedule={"type": "due_map", "due": {"Europe/Paris": "2030-01-01T08:00:00+00:00",
+                                             "Asia/Tokyo": "2030-01-01T00:00:00+00:00"},
+                  "default": "2030-01-01T09:00:00+00:00"},
+    )
+    report = campaign_fanout(campaign_id=campaign.pk)
+    assert (report.inserted, report.tasks) == (0, 0)  # nothing QUEUED, nothing published
+    due = {m.recipient: (m.status, m.scheduled_for.isoformat())
+           for m in EmailMessage.objects.filter(campaign=campaign)}
+    assert due == {"paris@x.io": ("SCHEDULED", "2030-01-01T08:00:00+00:00"),
+                   "tokyo@x.io": ("SCHEDULED", "2030-01-01T00:00:00+00:00"),
+                   "nowhere@x.io": ("SCHEDULED", "2030-01-01T09:00:00+00:00")}
+
+
+def test_a_stalled_campaign_is_published_again(campaign, settings):
+    """Tasks lost with the broker: QUEUED rows, nothing in flight, no progress -> re-published."""
+    from campaigns.services.progress import campaign_stalled_republish
+    from notifier.redis_client import get_redis, redis_key
+
+    get_redis().delete(redis_key("campaigns", "progress", campaign.pk))
+    campaign_fanout(campaign_id=campaign.pk)
+    settings.NOTIFIER_REQUEUE_AFTER_SECONDS = 0
+    assert campaign_stalled_republish(campaign_id=campaign.pk) == 0  # first look: remember progress
+    assert campaign_stalled_republish(campaign_id=campaign.pk) == 1997
+    messages_claim(message_ids=list(EmailMessage.objects.filter(campaign=campaign).values_list(
+        "id", flat=True)[:5]), token="busy")
+    assert campaign_stalled_republish(campaign_id=campaign.pk) == 0  # something in flight: not stalled

@@ -1,0 +1,57 @@
+"""RFC 8058 one-click unsubscribe: signed headers on campaign mail; GET changes nothing; POST does."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from campaigns.models import Campaign, Contact
+from campaigns.services.unsubscribe import unsubscribe_token
+from delivery.models import EmailMessage
+from delivery.services.headers import message_headers
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+MS = EmailMessage.Status
+
+
+@pytest.fixture
+def message(db) -> EmailMessage:
+    version = factories.template_version()
+    contact = Contact.objects.create(email="ada@x.io")
+    campaign = Campaign.objects.create(name="c", template_version=version, status="SENDING")
+    factories.email_message(version=version, campaign=campaign, contact=contact, recipient="ada@x.io",
+                            idempotency_key="c:1:1")
+    return factories.email_message(version=version, campaign=campaign, contact=contact,
+                                   recipient="ada@x.io", idempotency_key="c:1:2")
+
+
+def test_campaign_mail_carries_one_click_headers_transactional_none(message):
+    headers = message_headers(message)
+    assert headers["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
+    token = unsubscribe_token(contact_id=message.contact_id, campaign_id=message.campaign_id)
+    assert headers["List-Unsubscribe"] == f"<http://127.0.0.1:8000/u/{token}/>"
+    assert message_headers(factories.email_message()) == {}
+
+
+def test_get_confirms_without_change_post_unsubscribes_idempotently(message):
+    url = message_headers(message)["List-Unsubscribe"].strip("<>").removeprefix("http://127.0.0.1:8000")
+    browser = Client(enforce_csrf_checks=True)
+    page = browser.get(url)
+    assert page.status_code == 200 and b"<form method=\"post\">" in page.content
+    assert Contact.objects.get(pk=message.contact_id).subscribed
+    for _ in range(2):  # the mailbox provider's one-click POST, repeated
+        response = browser.post(url, "List-Unsubscribe=One-Click",
+                                content_type="application/x-www-form-urlencoded")
+        assert response.status_code == 200
+    assert not Contact.objects.get(pk=message.contact_id).subscribed
+    # Its rows still waiting in the running campaign are not sent.
+    statuses = EmailMessage.objects.filter(contact_id=message.contact_id).values_list("status", flat=True)
+    assert set(statuses) == {MS.SUPPRESSED}
+
+
+def test_tampered_token_is_refused(message):
+    token = unsubscribe_token(contact_id=message.contact_id, campaign_id=message.campaign_id)
+    forged = token.replace(f"{message.contact_id}.", f"{message.contact_id + 1}.", 1)
+    assert Client().post(f"/u/{forged}/").status_code == 404
+    assert Contact.objects.get(pk=message.contact_id).subscribed
