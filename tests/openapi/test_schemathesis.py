@@ -15,8 +15,6 @@ template must exist, names are unique, the context must hold the template's vari
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
@@ -49,7 +47,6 @@ def _fuzz(operation, base_url: str, headers: dict[str, str]) -> None:
 def test_api_matches_its_schema(live_server, api_key):
     schema = schemathesis.openapi.from_url(f"{live_server.url}/api/v1/schema/?format=json")
     headers = {"Authorization": f"Api-Key {api_key}"}
-    started = time.monotonic()
     operations, failures = [], []
     for result in schema.get_all_operations():
         operation = result.ok()
@@ -58,6 +55,5 @@ def test_api_matches_its_schema(live_server, api_key):
             _fuzz(operation, live_server.url, headers)
         except Exception as exc:  # noqa: BLE001 - collect every operation's failure, then report
             failures.append(f"{operations[-1]}:\n{exc}")
-    assert len(operations) >= 7, operations
+    assert len(operations) >= 30, operations  # every endpoint of every app
     assert not failures, "\n\n".join(failures)
-    assert time.monotonic() - started < 120
