@@ -14,6 +14,12 @@ import sys
 from notifier.priorities import MAINTENANCE_QUEUE, POOLS, STATUS_QUEUE, WEBHOOK_QUEUE, Priority, pool_size
 
 
+def _node_name(role: str) -> str:
+    """`<role>@<host>`, or NOTIFIER_WORKER_NAME: two workers of one role on one host must differ
+    (RabbitMQ holds each node's control queue exclusively)."""
+    return os.environ.get("NOTIFIER_WORKER_NAME") or f"{role}@%h"
+
+
 def worker_argv(role: str) -> list[str]:
     pool = os.environ.get("NOTIFIER_WORKER_POOL", "prefork")
     argv = ["celery", "-A", "notifier", "worker", "--loglevel", os.environ.get("NOTIFIER_LOG_LEVEL", "INFO")]
@@ -21,11 +27,12 @@ def worker_argv(role: str) -> list[str]:
     if role == "ops":
         queues = ",".join([STATUS_QUEUE, WEBHOOK_QUEUE, MAINTENANCE_QUEUE])
         concurrency = os.environ.get("NOTIFIER_WORKER_OPS_CONCURRENCY", "2")
-        return [*argv, "-Q", queues, "-n", "ops@%h", "--concurrency", concurrency]
+        return [*argv, "-Q", queues, "-n", _node_name("ops"), "--concurrency", concurrency]
     priority = Priority.from_label(role)
     config = POOLS[priority]
     low, high = pool_size(priority)
-    argv += ["-Q", config.queue, "-n", f"{role}@%h", "--prefetch-multiplier", str(config.prefetch_multiplier)]
+    argv += ["-Q", config.queue, "-n", _node_name(role)]
+    argv += ["--prefetch-multiplier", str(config.prefetch_multiplier)]
     if low == high or pool != "prefork":
         return [*argv, "--concurrency", str(high)]
     return [*argv, f"--autoscale={high},{low}"]

@@ -12,7 +12,8 @@ from collections.abc import Iterable
 
 from django.db import connection
 
-from feedback.models import CampaignEventCounter
+from delivery.models import EmailMessage
+from feedback.models import CampaignEventCounter, MessageEventMark
 
 COUNTER_TABLE = CampaignEventCounter._meta.db_table
 COUNTED = ("delivered", "opened", "clicked", "bounced", "soft_bounced", "complained", "unsubscribed")
@@ -39,3 +40,24 @@ def campaign_counters_increment(*, new_marks: Iterable[tuple[int, str]]) -> int:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
     return len(tally)
+
+
+def campaign_counters_compute(*, campaign_id: int) -> dict[str, int]:
+    """One campaign's counters as the unique event marks say they should be."""
+    marks = MessageEventMark._meta.db_table
+    messages = EmailMessage._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT m.event_type, COUNT(*) FROM {marks} m JOIN {messages} e ON e.id = m.message_id "
+            f"WHERE e.campaign_id = %s GROUP BY m.event_type",
+            [campaign_id],
+        )
+        found = dict(cursor.fetchall())
+    return {name: int(found.get(name, 0)) for name in COUNTED}
+
+
+def campaign_counters_recount(*, campaign_id: int) -> dict[str, int]:
+    """Replace the stored counters with the computed ones (repair after a bug or a manual fix)."""
+    counts = campaign_counters_compute(campaign_id=campaign_id)
+    CampaignEventCounter.objects.update_or_create(campaign_id=campaign_id, defaults=counts)
+    return counts

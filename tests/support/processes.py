@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import psutil
@@ -98,7 +99,8 @@ class ManagedProcess:
 
 
 def celery_worker(role: str, env: dict[str, str], log_dir: Path, concurrency: int = 1) -> ManagedProcess:
-    env = {**env, f"NOTIFIER_WORKER_P{_priority_index(role)}_CONCURRENCY": str(concurrency)}
+    env = {**env, f"NOTIFIER_WORKER_P{_priority_index(role)}_CONCURRENCY": str(concurrency),
+           "NOTIFIER_WORKER_NAME": f"{role}-{uuid.uuid4().hex[:8]}@%h"}
     argv = [sys.executable, "-m", "notifier.worker", role]
     return ManagedProcess(f"worker-{role}", argv, env, log_dir)
 

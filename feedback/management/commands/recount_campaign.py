@@ -1,0 +1,35 @@
+"""python manage.py recount_campaign [ID ...] [--all] [--dry-run]: rebuild event counters."""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from campaigns.models import Campaign
+from feedback.models import CampaignEventCounter
+from feedback.services.counters import COUNTED, campaign_counters_compute, campaign_counters_recount
+
+
+class Command(BaseCommand):
+    help = "Recompute campaign event counters (delivered, opened, ...) from the per-message marks."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("campaign_ids", nargs="*", type=int)
+        parser.add_argument("--all", action="store_true", help="every campaign")
+        parser.add_argument("--dry-run", action="store_true", help="show the new counts only")
+
+    def handle(self, *args: object, **options: object) -> None:
+        ids = list(options["campaign_ids"])
+        if options["all"]:
+            ids = list(Campaign.objects.order_by("id").values_list("id", flat=True))
+        if not ids:
+            raise CommandError("name campaign ids, or --all")
+        for position, campaign_id in enumerate(ids, 1):
+            stored = CampaignEventCounter.objects.filter(campaign_id=campaign_id).values(*COUNTED).first()
+            if options["dry_run"]:
+                counts = campaign_counters_compute(campaign_id=campaign_id)
+            else:
+                counts = campaign_counters_recount(campaign_id=campaign_id)
+            verb = "would be" if options["dry_run"] else "now"
+            self.stdout.write(
+                f"[{position}/{len(ids)}] campaign {campaign_id}: stored {stored}, {verb} {counts}"
+            )

@@ -1,0 +1,24 @@
+"""recount_campaign rebuilds the counters from the unique event marks."""
+
+import pytest
+from django.core.management import call_command
+
+from feedback.models import CampaignEventCounter
+from feedback.normalize import EventType as E
+from feedback.services.processing import events_process
+from tests.feedback.helpers import campaign, event, sent_messages
+
+pytestmark = pytest.mark.django_db
+
+
+def test_recount_repairs_drifted_counters_and_dry_run_writes_nothing(capsys):
+    c = campaign()
+    messages = sent_messages(3, campaign_obj=c)
+    events_process(events=[event(m, E.OPENED) for m in messages] + [event(messages[0], E.CLICKED)])
+    CampaignEventCounter.objects.filter(campaign=c).update(opened=99, clicked=0)
+    call_command("recount_campaign", c.id, "--dry-run")
+    assert CampaignEventCounter.objects.get(campaign=c).opened == 99
+    assert "would be" in capsys.readouterr().out
+    call_command("recount_campaign", "--all")
+    counter = CampaignEventCounter.objects.get(campaign=c)
+    assert (counter.delivered, counter.opened, counter.clicked) == (3, 3, 1)
