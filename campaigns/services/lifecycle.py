@@ -53,12 +53,15 @@ def campaign_pause(*, campaign_id: int) -> Campaign:
         status=CS.PAUSED, resume_status=back_to,
     )
     _claimed_unstarted_update(campaign_id, status=MS.QUEUED)
+    from campaigns.services.scheduled import campaign_schedule_records_set
+
+    campaign_schedule_records_set(campaign_id=campaign_id, old="active", new="paused")
     return campaign
 
 
 @transaction.atomic
 def campaign_resume(*, campaign_id: int) -> Campaign:
-    from campaigns.services.scheduled import campaign_has_due_rows
+    from campaigns.services.scheduled import campaign_has_due_rows, campaign_schedule_records_set
 
     current = Campaign.objects.select_for_update().get(pk=campaign_id)
     back_to = current.resume_status or CS.QUEUED
@@ -67,6 +70,7 @@ def campaign_resume(*, campaign_id: int) -> Campaign:
         # re-publishes them and the campaign sends as usual.
         back_to = CS.QUEUED
     campaign = _transition(campaign_id, "resume", [CS.PAUSED], status=back_to, resume_status="")
+    campaign_schedule_records_set(campaign_id=campaign_id, old="paused", new="active")
     if campaign.status == CS.QUEUED or not campaign.fanout_done:
         from campaigns.tasks import campaign_fanout_enqueue
 

@@ -54,12 +54,22 @@ def campaign_schedule_record_update(*, campaign_id: int) -> None:
     if first is not None:
         Schedule.objects.filter(campaign_id=campaign_id).exclude(type=Schedule.Type.RECURRING).update(
             scheduled_at=first, next_run=first, updated_at=timezone.now())
+    else:
+        # Nothing waits (every recipient suppressed, or all already due): the usual lifecycle
+        # takes over, so the campaign cannot stay SCHEDULED with nothing left to fall due.
+        campaigns_due_promote(campaign_ids=[campaign_id])
 
 
 def campaign_schedule_records_close(*, campaign_id: int, status: str) -> None:
-    """The campaign was cancelled (or has sent everything): its one-off Schedule follows."""
-    Schedule.objects.filter(campaign_id=campaign_id, status=Schedule.Status.ACTIVE).exclude(
+    """The campaign was cancelled: its one-off Schedule follows."""
+    Schedule.objects.filter(campaign_id=campaign_id).exclude(status=Schedule.Status.CANCELLED).exclude(
         type=Schedule.Type.RECURRING).update(status=status, next_run=None, updated_at=timezone.now())
+
+
+def campaign_schedule_records_set(*, campaign_id: int, old: str, new: str) -> None:
+    """Pause/resume of a scheduled campaign shows on its one-off Schedule record."""
+    Schedule.objects.filter(campaign_id=campaign_id, status=old).exclude(
+        type=Schedule.Type.RECURRING).update(status=new, updated_at=timezone.now())
 
 
 def campaigns_due_promote(*, campaign_ids: Iterable[int]) -> list[int]:

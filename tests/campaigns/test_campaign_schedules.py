@@ -272,6 +272,7 @@ def test_rows_falling_due_while_paused_are_held_and_go_out_after_resume(
     at = timezone.now() + timedelta(seconds=2)
     campaign = _scheduled_campaign(api, template, segment, at)
     assert api.post(f"/api/v1/campaigns/{campaign.pk}/pause").json()["status"] == "PAUSED"
+    assert Schedule.objects.get(campaign=campaign).status == "paused"
     # Due while paused: the scheduler fences them QUEUED, the claim guard keeps workers off.
     EmailMessage.objects.filter(campaign=campaign).update(scheduled_for=timezone.now() - timedelta(seconds=1))
     report = due_batch_dispatch(now=at.timestamp() + 1)
@@ -282,6 +283,7 @@ def test_rows_falling_due_while_paused_are_held_and_go_out_after_resume(
     with django_capture_on_commit_callbacks() as callbacks:
         assert api.post(f"/api/v1/campaigns/{campaign.pk}/resume").json()["status"] == "QUEUED"
     assert len(callbacks) == 1  # the fan-out, which re-publishes the held rows
+    assert Schedule.objects.get(campaign=campaign).status == "active"
     report = campaign_fanout(campaign_id=campaign.pk)
     assert report.republished == len(ZONES)
     assert Campaign.objects.get(pk=campaign.pk).status == CS.SENDING
@@ -318,3 +320,13 @@ def test_a_lost_fanout_is_published_again_once_per_stall_period(template, segmen
     assert campaigns_lost_fanout_republish(now=now + 31) == [lost.pk]  # still no progress
     Campaign.objects.filter(pk=lost.pk).update(fanout_cursor=10)
     assert campaigns_lost_fanout_republish(now=now + 62) == []   # progress: watch again
+
+
+def test_a_scheduled_campaign_with_every_recipient_suppressed_completes(api, template, segment):
+    from campaigns.models import Suppression
+    from campaigns.services.lifecycle import campaign_complete
+
+    Suppression.objects.bulk_create(Suppression(email=f"{n}@example.com") for n in ZONES)
+    campaign = _scheduled_campaign(api, template, segment, timezone.now() + timedelta(hours=1))
+    assert campaign.status == CS.SENDING and not EmailMessage.objects.filter(campaign=campaign).exists()
+    assert campaign_complete(campaign_id=campaign.pk)
