@@ -227,14 +227,14 @@ def _chunks_write(campaign: Campaign, report: FanoutReport, publisher: _Publishe
             still_sending = _advance(campaign.id, cursor_id, scanned - eligible)
         report.inserted += len(queued_ids)
         report.excluded += scanned - eligible
-        if not still_sending:
-            return report  # paused or cancelled: resume re-publishes what was written
-        if queued_ids and publishes:
-            publisher.publish(queued_ids)
         if rest and rest[0]:
             # Committed SCHEDULED rows (the record) into the due set; if Redis fails here the
             # scheduler's overdue sweep, a restarted fan-out or rebuild_schedule adds them.
             due.messages_schedule(items=[(int(pk), datetime.fromtimestamp(at, tz=UTC)) for pk, at in rest[0]])
+        if not still_sending:
+            return report  # paused or cancelled: resume re-publishes what was written
+        if queued_ids and publishes:
+            publisher.publish(queued_ids)
 
 
 class _Publisher:
