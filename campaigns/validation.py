@@ -118,9 +118,15 @@ class CampaignDefinitionSerializer(serializers.Serializer):
         return version
 
     def validate_schedule(self, value: dict) -> dict:
-        if value.get("type", "immediate") != "immediate":
-            raise serializers.ValidationError("Only {'type': 'immediate'} is supported for now.")
-        return {"type": "immediate"}
+        from django.db import connection
+        from django.utils import timezone
+
+        from campaigns.campaign_schedule import campaign_schedule_clean
+
+        clean = campaign_schedule_clean(value, now=timezone.now())
+        if clean["type"] != "immediate" and connection.vendor != "postgresql":
+            raise serializers.ValidationError({"type": ["Scheduled campaigns need PostgreSQL."]})
+        return clean
 
     def validate_metadata(self, value: dict) -> dict:
         if len(json.dumps(value, default=str)) > MAX_METADATA_BYTES:

@@ -330,3 +330,7 @@ NOTIFIER_FAULT_SCHEDULER_PAUSE_AFTER_CLAIM = env.float(
 NOTIFIER_FAULT_SCHEDULER_PAUSE_AFTER_FENCE = env.float(
     "NOTIFIER_FAULT_SCHEDULER_PAUSE_AFTER_FENCE", default=0.0
 )
+
+# Campaign schedules (campaigns x scheduling): a campaign fan-out with no progress for this long
+# is published again by the scheduler (the broker was down at launch, or the worker died).
+NOTIFIER_CAMPAIGN_FANOUT_STALL_SECONDS = env.float("NOTIFIER_CAMPAIGN_FANOUT_STALL_SECONDS", default=60.0)

@@ -61,6 +61,11 @@ class CampaignSendApi(APIView):
             launched = campaign_launch_detailed(definition=request.data, client_id=request.user.pk)
         except AudienceTooLargeError as exc:
             raise TooLarge(str(exc)) from exc
+        if launched.schedule is not None:
+            schedule = launched.schedule
+            return Response({"campaign_id": None, "schedule_id": schedule.pk, "status": "SCHEDULED",
+                             "type": schedule.type, "cron": schedule.cron, "timezone": schedule.timezone,
+                             "next_run": schedule.next_run}, status=status.HTTP_201_CREATED)
         campaign = launched.campaign
         headers = {"Idempotent-Replayed": "true"} if launched.replayed else {}
         body = {"campaign_id": campaign.pk, "status": campaign.status}

@@ -19,16 +19,20 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from django.db import connection, transaction
 from django.db.models import NOT_PROVIDED
 from django.utils import timezone
 
 from campaigns.audience import CAMPAIGN_TABLE, CONTACT_TABLE, audience_sql, inline_contacts_upsert
+from campaigns.campaign_schedule import campaign_schedule_compiled
 from campaigns.models import Campaign, Suppression
 from campaigns.schedule_sql import schedule_expr_params, schedule_sql
+from campaigns.services.scheduled import campaign_schedule_record_update, campaign_scheduled_restore
 from delivery.models import EmailMessage
 from delivery.services.dispatch import messages_enqueue
+from scheduling.services import due
 
 logger = logging.getLogger(__name__)
 Status = EmailMessage.Status
@@ -113,10 +117,12 @@ WITH scan AS (
 ), ins AS (
   INSERT INTO {MESSAGE_TABLE} ({", ".join(columns)})
   SELECT {", ".join(exprs)} FROM eligible c {sched.joins}
-  ON CONFLICT (idempotency_key) DO NOTHING RETURNING id, status
+  ON CONFLICT (idempotency_key) DO NOTHING RETURNING id, status, scheduled_for
 )
 SELECT (SELECT max(id) FROM scan), (SELECT count(*) FROM scan), (SELECT count(*) FROM eligible),
-       COALESCE((SELECT array_agg(id ORDER BY id) FROM ins WHERE status = '{Status.QUEUED}'), '{{}}')
+       COALESCE((SELECT array_agg(id ORDER BY id) FROM ins WHERE status = '{Status.QUEUED}'), '{{}}'),
+       COALESCE((SELECT array_agg(ARRAY[id::float8, extract(epoch FROM scheduled_for)::float8])
+                 FROM ins WHERE status = '{Status.SCHEDULED}'), '{{}}')
 """
     return sql, audience.params, [CHUNK_SIZE, *insert_params, *sched.params]
 
@@ -150,13 +156,20 @@ def campaign_unlock(campaign_id: int) -> None:
 
 
 def _start(campaign_id: int) -> Campaign | None:
-    """QUEUED -> SENDING (or stay SENDING on a restart); None when paused, cancelled or done."""
-    updated = Campaign.objects.filter(
-        pk=campaign_id, status__in=[Campaign.Status.QUEUED, Campaign.Status.SENDING]
-    ).update(status=Campaign.Status.SENDING)
+    """QUEUED -> SENDING (or stay SENDING on a restart); None when paused, cancelled or done.
+
+    A SCHEDULED campaign stays SCHEDULED: its rows are written SCHEDULED and the scheduler's
+    dispatch moves it to SENDING when its first row falls due.
+    """
+    cs = Campaign.Status
+    updated = Campaign.objects.filter(pk=campaign_id, status__in=[cs.QUEUED, cs.SENDING]).update(
+        status=cs.SENDING
+    ) or Campaign.objects.filter(pk=campaign_id, status=cs.SCHEDULED).exists()
     if not updated:
         return None
     campaign = Campaign.objects.get(pk=campaign_id)
+    if campaign.status == cs.SCHEDULED:
+        return campaign
     if campaign.started_at is None:
         Campaign.objects.filter(pk=campaign_id, started_at__isnull=True).update(started_at=timezone.now())
     return campaign
@@ -168,12 +181,14 @@ def _fanout_locked(campaign_id: int, report: FanoutReport) -> FanoutReport:
         return report
     if campaign.fanout_cursor or campaign.fanout_done:
         report.republished, report.tasks = campaign_unclaimed_republish(campaign=campaign)
+        campaign_scheduled_restore(campaign_id=campaign.id)
     if campaign.fanout_done:
         _finish(campaign.id)  # restarts the completion checks that a pause stopped
         report.finished = True
         return report
     if campaign.audience.get("type") == "inline" and not campaign.fanout_cursor:
         inline_contacts_upsert(campaign_id=campaign.id)
+    campaign_schedule_compiled(campaign=campaign, now=campaign.created_at)
     with _Publisher(campaign.priority, report) as publisher:
         return _chunks_write(campaign, report, publisher)
 
@@ -203,7 +218,7 @@ def _chunks_write(campaign: Campaign, report: FanoutReport, publisher: _Publishe
     cursor_id = campaign.fanout_cursor
     while True:
         with transaction.atomic():
-            last_id, scanned, eligible, queued_ids = run_chunk(cursor_id)
+            last_id, scanned, eligible, queued_ids, *rest = run_chunk(cursor_id)
             if not scanned:
                 _finish(campaign.id)
                 report.finished = True
@@ -212,6 +227,10 @@ def _chunks_write(campaign: Campaign, report: FanoutReport, publisher: _Publishe
             still_sending = _advance(campaign.id, cursor_id, scanned - eligible)
         report.inserted += len(queued_ids)
         report.excluded += scanned - eligible
+        if rest and rest[0]:
+            # Committed SCHEDULED rows (the record) into the due set; if Redis fails here the
+            # scheduler's overdue sweep, a restarted fan-out or rebuild_schedule adds them.
+            due.messages_schedule(items=[(int(pk), datetime.fromtimestamp(at, tz=UTC)) for pk, at in rest[0]])
         if not still_sending:
             return report  # paused or cancelled: resume re-publishes what was written
         if queued_ids and publishes:
@@ -258,11 +277,12 @@ def _advance(campaign_id: int, cursor_id: int, excluded: int) -> bool:
             [cursor_id, excluded, campaign_id, cursor_id],
         )
         row = cursor.fetchone()
-    return row is not None and row[0] == Campaign.Status.SENDING
+    return row is not None and row[0] in (Campaign.Status.SENDING, Campaign.Status.SCHEDULED)
 
 
 def _finish(campaign_id: int) -> None:
     Campaign.objects.filter(pk=campaign_id).update(fanout_done=True)
+    campaign_schedule_record_update(campaign_id=campaign_id)
     from campaigns.tasks import campaign_progress_check_later
 
     transaction.on_commit(lambda: campaign_progress_check_later(campaign_id))

@@ -43,7 +43,7 @@ def sqlite_chunk_runner(campaign: Campaign, insert_columns: Callable) -> Callabl
             cursor.execute(scan, [*audience.params, cursor_id, CHUNK_SIZE])
             rows = cursor.fetchall()
             if not rows:
-                return None, 0, 0, []
+                return None, 0, 0, [], []
             eligible = [contact_id for contact_id, ok in rows if ok]
             queued: list[int] = []
             if eligible:
@@ -55,6 +55,6 @@ def sqlite_chunk_runner(campaign: Campaign, insert_columns: Callable) -> Callabl
                     [*insert_params, *join_params, *eligible],
                 )
                 queued = sorted(row[0] for row in cursor.fetchall())
-            return rows[-1][0], len(rows), len(eligible), queued
+            return rows[-1][0], len(rows), len(eligible), queued, []
 
     return run

@@ -53,16 +53,25 @@ def campaign_pause(*, campaign_id: int) -> Campaign:
         status=CS.PAUSED, resume_status=back_to,
     )
     _claimed_unstarted_update(campaign_id, status=MS.QUEUED)
+    from campaigns.services.scheduled import campaign_schedule_records_set
+
+    campaign_schedule_records_set(campaign_id=campaign_id, old="active", new="paused")
     return campaign
 
 
 @transaction.atomic
 def campaign_resume(*, campaign_id: int) -> Campaign:
+    from campaigns.services.scheduled import campaign_has_due_rows, campaign_schedule_records_set
+
     current = Campaign.objects.select_for_update().get(pk=campaign_id)
-    campaign = _transition(
-        campaign_id, "resume", [CS.PAUSED], status=current.resume_status or CS.QUEUED, resume_status=""
-    )
-    if campaign.status == CS.QUEUED:
+    back_to = current.resume_status or CS.QUEUED
+    if back_to == CS.SCHEDULED and campaign_has_due_rows(campaign_id=campaign_id):
+        # Rows fell due while paused (fenced QUEUED, skipped by the claim guard): the fan-out
+        # re-publishes them and the campaign sends as usual.
+        back_to = CS.QUEUED
+    campaign = _transition(campaign_id, "resume", [CS.PAUSED], status=back_to, resume_status="")
+    campaign_schedule_records_set(campaign_id=campaign_id, old="paused", new="active")
+    if campaign.status == CS.QUEUED or not campaign.fanout_done:
         from campaigns.tasks import campaign_fanout_enqueue
 
         transaction.on_commit(lambda: campaign_fanout_enqueue(campaign_id))
@@ -71,8 +80,13 @@ def campaign_resume(*, campaign_id: int) -> Campaign:
 
 @transaction.atomic
 def campaign_cancel(*, campaign_id: int) -> Campaign:
+    from campaigns.services.scheduled import campaign_schedule_records_close
+
     campaign = _transition(campaign_id, "cancel", ACTIVE, status=CS.CANCELLED, completed_at=timezone.now())
     _claimed_unstarted_update(campaign_id, status=MS.CANCELLED)
+    # SCHEDULED rows are cancelled by campaign_rows_cancel below; their due-set entries are then
+    # dropped by the dispatcher's guarded UPDATE (it moves only SCHEDULED rows).
+    campaign_schedule_records_close(campaign_id=campaign_id, status="cancelled")
     from campaigns.tasks import campaign_cancel_rows_enqueue
 
     transaction.on_commit(lambda: campaign_cancel_rows_enqueue(campaign_id))

@@ -56,6 +56,13 @@ class DispatchReport:
 def messages_fence_queue(
     *, message_ids: Sequence[int], dispatched_before: datetime
 ) -> list[tuple[int, int]]:
+    """[(id, priority)] of `messages_fence_queue_detailed`."""
+    return messages_fence_queue_detailed(message_ids=message_ids, dispatched_before=dispatched_before)[0]
+
+
+def messages_fence_queue_detailed(
+    *, message_ids: Sequence[int], dispatched_before: datetime
+) -> tuple[list[tuple[int, int]], set[int]]:
     """SCHEDULED -> QUEUED for rows due by the database clock: [(id, priority)] to publish.
 
     Also returns rows a scheduler fenced before `dispatched_before` that no worker has claimed
@@ -66,12 +73,13 @@ def messages_fence_queue(
     sql = (
         f"UPDATE {TABLE} SET status = %s, requeued_at = statement_timestamp() WHERE id = ANY(%s) AND ("
         f"(status = %s AND scheduled_for <= statement_timestamp()) OR "
-        f"(status = %s AND claimed_at IS NULL AND requeued_at < %s)) RETURNING id, priority"
+        f"(status = %s AND claimed_at IS NULL AND requeued_at < %s)) RETURNING id, priority, campaign_id"
     )
     params = [Status.QUEUED, list(message_ids), Status.SCHEDULED, Status.QUEUED, dispatched_before]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return [(row[0], row[1]) for row in cursor.fetchall()]
+        fetched = cursor.fetchall()
+    return [(row[0], row[1]) for row in fetched], {row[2] for row in fetched if row[2] is not None}
 
 
 def _still_scheduled(message_ids: Sequence[int]) -> list[tuple[int, float]]:
@@ -105,7 +113,14 @@ def due_batch_dispatch(*, now: float | None = None, limit: int | None = None) ->
         return report
     lease = settings.NOTIFIER_SCHEDULE_LEASE_SECONDS
     dispatched_before = datetime.fromtimestamp(claim.claimed_at - lease / 2, tz=UTC)
-    rows = messages_fence_queue(message_ids=claim.ids, dispatched_before=dispatched_before)
+    rows, campaign_ids = messages_fence_queue_detailed(
+        message_ids=claim.ids, dispatched_before=dispatched_before
+    )
+    if campaign_ids:
+        # A scheduled campaign whose first rows fall due starts SENDING (campaigns' service).
+        from campaigns.services.scheduled import campaigns_due_promote
+
+        campaigns_due_promote(campaign_ids=campaign_ids)
     _pause(settings.NOTIFIER_FAULT_SCHEDULER_PAUSE_AFTER_FENCE, "fence", len(rows))
     if rows and not _lease_left(claim):
         report.abandoned = len(claim.ids)  # rows stay QUEUED unclaimed: the next claim republishes

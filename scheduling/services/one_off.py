@@ -1,8 +1,8 @@
 """Record a one-off campaign schedule (scheduled / local_time / optimal) so the schedules API
 lists it with its pending count, and DELETE /api/v1/schedules/{id} cancels its waiting rows.
 
-Called by the campaign fan-out after it has inserted the campaign's SCHEDULED rows and added
-them to the due set (scheduling.services.due.messages_schedule).
+Called by campaigns.services.launch in the transaction that creates the campaign; the fan-out
+later sets `scheduled_at` to the earliest due row (campaigns.services.scheduled).
 """
 
 from __future__ import annotations

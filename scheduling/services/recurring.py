@@ -7,12 +7,14 @@ paused or cancelled schedule, changes nothing and launches nothing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from datetime import datetime, timedelta
 
 from django.db import transaction
 from django_celery_beat.models import CrontabSchedule, PeriodicTask
+from rest_framework.exceptions import ValidationError
 
 from clients.models import ApiClient
 from scheduling import timing
@@ -95,7 +97,16 @@ def schedule_cancel(*, schedule: Schedule) -> Schedule:
             PeriodicTask.objects.filter(pk=task_id).delete()
         if schedule.campaign_id and schedule.type != Schedule.Type.RECURRING:
             campaign_messages_cancel(campaign_id=schedule.campaign_id)
+            _campaign_cancel(schedule.campaign_id)
     return schedule
+
+
+def _campaign_cancel(campaign_id: int) -> None:
+    """The one-off schedule's campaign is cancelled with it (a finished one stays as it is)."""
+    from campaigns.services.lifecycle import IllegalTransitionError, campaign_cancel
+
+    with contextlib.suppress(IllegalTransitionError):
+        campaign_cancel(campaign_id=campaign_id)
 
 
 def _claim_run(schedule_id: int, now: datetime) -> Schedule | None:
@@ -122,7 +133,12 @@ def schedule_run(*, schedule_id: int, now: datetime) -> object | None:
 
     definition = {**schedule.definition, "schedule_run": {"schedule_id": schedule.pk, "run": schedule.runs,
                                                           "at": now.isoformat()}}
-    campaign = campaign_launch(definition=definition, client_id=schedule.client_id)
+    try:
+        campaign = campaign_launch(definition=definition, client_id=schedule.client_id)
+    except ValidationError as exc:
+        # e.g. the audience is empty this time: this run sends nothing, the next one may.
+        logger.warning("schedule %s run %s launched nothing: %s", schedule.pk, schedule.runs, exc.detail)
+        return None
     campaign_id = getattr(campaign, "pk", campaign)
     if isinstance(campaign_id, int):
         Schedule.objects.filter(pk=schedule.pk).update(campaign_id=campaign_id)

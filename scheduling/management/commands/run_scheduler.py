@@ -3,7 +3,8 @@
 Each tick (default every second): the holder of the dispatcher lock returns expired claims to
 the due set and dispatches every due message (scheduling.services.dispatcher), then every
 scheduler runs the recovery loop (stale claims back to their queue, lost tasks re-published,
-unanswered hand-offs held as AMBIGUOUS). Several can run at once: the lock only saves work,
+unanswered hand-offs held as AMBIGUOUS), and campaign fan-outs lost on the way to the broker are
+published again (campaigns.services.recovery). Several can run at once: the lock only saves work,
 every step is fenced in the database.
 """
 
@@ -20,6 +21,7 @@ from django.db import OperationalError, close_old_connections
 from django.utils import timezone
 from redis.exceptions import RedisError
 
+from campaigns.services.recovery import campaigns_lost_fanout_republish
 from delivery.services.recovery import stalled_messages_recover
 from scheduling.services import due
 from scheduling.services.dispatcher import due_drain
@@ -42,6 +44,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, self._stop)
         interval = float(options["interval"])
         self._next_sweep = 0.0
+        self._next_campaign_sweep = 0.0
         self._lock = DispatcherLock(ttl_seconds=settings.NOTIFIER_SCHEDULER_LOCK_TTL_SECONDS)
         self.stdout.write(f"scheduler ready (lock token {self._lock.token})")
         try:
@@ -77,6 +80,7 @@ class Command(BaseCommand):
         if reaped:
             logger.warning("returned %d expired claims to the due set", len(reaped))
         self._sweep()
+        self._campaign_sweep()
         report = due_drain(budget_seconds=budget, keep_going=self._lock.acquire_or_refresh)
         if report.claimed:
             self.stdout.write(
@@ -92,6 +96,14 @@ class Command(BaseCommand):
         restored = overdue_schedule_restore(overdue_before=overdue_before)
         if restored:
             logger.warning("re-added %d overdue scheduled messages to the due set", restored)
+
+    def _campaign_sweep(self) -> None:
+        """Campaign fan-outs lost on the way to the broker are published again (campaigns)."""
+        if time.monotonic() < self._next_campaign_sweep:
+            return
+        stall = settings.NOTIFIER_CAMPAIGN_FANOUT_STALL_SECONDS
+        self._next_campaign_sweep = time.monotonic() + max(1.0, stall / 4)
+        campaigns_lost_fanout_republish()
 
     def _release(self) -> None:
         try:

@@ -1,0 +1,64 @@
+"""Re-publish fan-outs that were lost (e.g. the broker was down when the campaign was launched).
+
+A campaign whose fan-out has not finished (QUEUED: never started; SCHEDULED or SENDING: started)
+and whose `fanout_cursor` has not moved for NOTIFIER_CAMPAIGN_FANOUT_STALL_SECONDS gets its
+fan-out task published again. That is safe: the fan-out takes a per-campaign advisory lock (a
+second copy returns at once), resumes from its cursor and inserts with ON CONFLICT DO NOTHING.
+The scheduler's dispatcher-lock holder runs the sweep (scheduling run_scheduler).
+
+Redis keys (notifier.redis_client.redis_key):
+
+    notifier:campaigns:fanout_watch:<campaign id>   "<fanout_cursor>:<epoch seconds>" (1 h TTL)
+
+    $ redis-cli GET notifier:campaigns:fanout_watch:42
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from campaigns.models import Campaign
+from notifier.redis_client import get_redis, redis_key
+
+logger = logging.getLogger(__name__)
+CS = Campaign.Status
+SWEEP_LIMIT = 200
+KEY_TTL_SECONDS = 3600
+
+
+def campaigns_lost_fanout_republish(*, now: float | None = None) -> list[int]:
+    """Publish the fan-out again for campaigns with no fan-out progress; returns their ids."""
+    from campaigns.tasks import campaign_fanout_enqueue
+
+    now = time.time() if now is None else now
+    stall = settings.NOTIFIER_CAMPAIGN_FANOUT_STALL_SECONDS
+    created_before = timezone.now() - timedelta(seconds=stall)
+    candidates = list(
+        Campaign.objects.filter(status__in=[CS.QUEUED, CS.SCHEDULED, CS.SENDING], fanout_done=False,
+                                created_at__lt=created_before)
+        .order_by("id").values_list("id", "fanout_cursor")[:SWEEP_LIMIT]
+    )
+    redis = get_redis()
+    kicked = []
+    for campaign_id, cursor in candidates:
+        key = redis_key("campaigns", "fanout_watch", campaign_id)
+        previous = redis.get(key)
+        if previous is not None:
+            seen_cursor, _, since = previous.decode().partition(":")
+            if int(seen_cursor) == cursor and now - float(since) < stall:
+                continue
+            if int(seen_cursor) != cursor:
+                redis.set(key, f"{cursor}:{now}", ex=KEY_TTL_SECONDS)
+                continue
+        # First sight (already older than the stall time) or no progress for the stall time.
+        redis.set(key, f"{cursor}:{now}", ex=KEY_TTL_SECONDS)
+        campaign_fanout_enqueue(campaign_id)
+        kicked.append(campaign_id)
+    if kicked:
+        logger.warning("re-published the fan-out of campaigns %s (no progress for %ss)", kicked, stall)
+    return kicked
