@@ -1,0 +1,109 @@
+"""The SMTP provider's PIPELINING path (RFC 2920) against real SMTP servers on 127.0.0.1.
+
+aiosmtpd reads pipelined commands in order but does not advertise PIPELINING, so the recording
+server here adds it to its EHLO answer; one test also runs against Postfix's smtp-sink.
+"""
+
+import email
+import os
+import shutil
+import socket
+import subprocess
+import time
+
+import pytest
+from aiosmtpd.controller import Controller
+
+from delivery.providers.base import Outcome, OutgoingEmail
+from delivery.providers.smtp import SmtpProvider, SmtpSettings, _data_bytes
+from tests.support.ports import free_port
+from tests.support.smtp import RecordingHandler, RecordingSmtpServer
+
+
+class PipeliningHandler(RecordingHandler):
+    async def handle_EHLO(self, server, session, envelope, hostname, responses):  # noqa: N802 (aiosmtpd hook)
+        session.host_name = hostname
+        return [*responses[:-1], "250-PIPELINING", responses[-1]]
+
+
+@pytest.fixture
+def pipelining_server():
+    server = RecordingSmtpServer()
+    server.handler = PipeliningHandler()
+    server.controller = Controller(server.handler, hostname="127.0.0.1", port=server.port)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def provider(pipelining_server):
+    provider = SmtpProvider(SmtpSettings(host="127.0.0.1", port=pipelining_server.port, timeout_seconds=1))
+    yield provider
+    provider.close()
+
+
+def _email(message_id: int, recipient: str = "a@example.com", subject: str = "Subject") -> OutgoingEmail:
+    headers = {"List-Unsubscribe": "<https://example.com/u/" + "x" * 200 + ">"}
+    sender = "Sender <sender@example.com>"
+    return OutgoingEmail(message_id, recipient, sender, subject, "tëxt\n.dot", "<p>é</p>", headers)
+
+
+def test_pipelined_batch_is_accepted_and_parses(provider, pipelining_server):
+    results = provider.send_batch([_email(1, subject="Héllo ✓"), _email(2), _email(3)])
+    assert provider._connection.has_extn("pipelining")
+    assert [r.outcome for r in results] == [Outcome.ACCEPTED] * 3
+    assert pipelining_server.handler.ids() == ["1", "2", "3"]
+    first = pipelining_server.handler.messages[0]
+    subject = str(email.header.make_header(email.header.decode_header(first["Subject"])))
+    assert subject == "Héllo ✓"
+    assert first["Message-ID"].strip("<>") == results[0].provider_message_id
+    text, html = first.get_payload()
+    assert text.get_payload(decode=True).decode() == "tëxt\n.dot"
+    assert html.get_payload(decode=True).decode() == "<p>é</p>"
+    assert first["List-Unsubscribe"].endswith("x" * 200 + ">")
+
+
+def test_pipelined_rejected_recipient_is_permanent_and_the_next_one_goes(provider, pipelining_server):
+    pipelining_server.handler.reject_recipients = {"gone@example.com"}
+    results = provider.send_batch([_email(1, "gone@example.com"), _email(2), _email(3, "gone@example.com"),
+                                   _email(4)])
+    assert [r.outcome for r in results] == [Outcome.PERMANENT, Outcome.ACCEPTED] * 2
+    assert results[0].response_code == "550"
+    assert pipelining_server.handler.ids() == ["2", "4"]
+
+
+def test_pipelined_no_answer_to_the_body_is_ambiguous(provider, pipelining_server):
+    pipelining_server.handler.hang_seconds = 3
+    results = provider.send_batch([_email(1), _email(2)])
+    assert [r.outcome for r in results] == [Outcome.AMBIGUOUS, Outcome.TRANSIENT]
+
+
+def test_data_bytes_uses_crlf_and_stuffs_leading_dots():
+    assert _data_bytes(b"a\n.b\r\n..c\nd") == b"a\r\n..b\r\n...c\r\nd\r\n.\r\n"
+
+
+def test_postfix_smtp_sink_takes_a_pipelined_batch():
+    sink = shutil.which("smtp-sink") or "/usr/sbin/smtp-sink"
+    if not os.path.exists(sink):
+        pytest.fail("Postfix smtp-sink is not installed (apt-get install -y postfix)")
+    port = free_port()
+    # `timeout` bounds the sink's life whatever happens to this test.
+    process = subprocess.Popen(["timeout", "60", sink, "-u", "nobody", f"127.0.0.1:{port}", "10"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        provider = SmtpProvider(SmtpSettings(host="127.0.0.1", port=port, timeout_seconds=5))
+        results = provider.send_batch([_email(i) for i in range(1, 21)])
+        assert provider._connection.has_extn("pipelining")
+        provider.close()
+        assert [r.outcome for r in results] == [Outcome.ACCEPTED] * 20
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
