@@ -62,3 +62,24 @@ def campaigns_lost_fanout_republish(*, now: float | None = None) -> list[int]:
     if kicked:
         logger.warning("re-published the fan-out of campaigns %s (no progress for %ss)", kicked, stall)
     return kicked
+
+
+def campaigns_stalled_sends_republish() -> int:
+    """Campaigns whose fan-out finished but whose QUEUED rows stopped moving get those rows
+    published again; returns how many rows.
+
+    The per-campaign progress check re-schedules itself through the broker, so a broker that
+    loses its queues (Redis restarted without persistence) loses that chain with the send tasks.
+    This sweep runs from the scheduler, outside the broker; `campaign_stalled_republish` acts only
+    after no progress for NOTIFIER_REQUEUE_AFTER_SECONDS, and the claim fences any duplicate task.
+    """
+    from campaigns.services.progress import campaign_stalled_republish
+
+    active = (
+        Campaign.objects.filter(status__in=[CS.QUEUED, CS.SENDING], fanout_done=True)
+        .order_by("id").values_list("id", flat=True)[:SWEEP_LIMIT]
+    )
+    republished = sum(campaign_stalled_republish(campaign_id=campaign_id) for campaign_id in active)
+    if republished:
+        logger.warning("re-published %d stalled campaign messages (tasks lost)", republished)
+    return republished

@@ -82,13 +82,15 @@ def messages_mark_sent(*, provider_ids: dict[int, str], provider: str, token: st
     sql = (
         f"WITH v(id, pid) AS (VALUES {values}) "
         f"UPDATE {TABLE} SET status = %s, sent_at = %s, provider = %s, provider_message_id = v.pid, "
-        f"error = '' FROM v WHERE {TABLE}.id = v.id AND {TABLE}.status = %s AND {TABLE}.claim_token = %s"
+        f"error = '' FROM v WHERE {TABLE}.id = v.id AND {TABLE}.status = %s AND {TABLE}.claim_token = %s "
+        f"RETURNING {TABLE}.id"
     )
     params: list[object] = [item for pair in provider_ids.items() for item in pair]
     params += [Status.SENT, timezone.now(), provider, Status.SENDING, token]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return cursor.rowcount
+        # Counted from RETURNING: sqlite3 reports rowcount -1 for a statement starting with WITH.
+        return len(cursor.fetchall())
 
 
 def messages_mark_final(*, message_ids: Sequence[int], token: str, status: str, error: str) -> int:
@@ -142,13 +144,22 @@ def stalled_sends_mark_ambiguous(*, started_before: datetime) -> int:
 def orphaned_messages_claim_requeue(*, older_than: datetime) -> list[tuple[int, int]]:
     """Transactional rows QUEUED for too long (their task may be lost): [(id, priority)].
 
-    Campaign rows are left to the campaign fan-out, which tracks its own progress. A second
-    publish of a row whose task still exists is harmless: the claim lets only one send.
+    Campaign rows are left to the campaign sweeps, which track their own progress. A second
+    publish of a row whose task still exists is harmless (the claim lets only one send), but
+    under a long backlog re-publishing every row each interval feeds the backlog it waits on
+    (seen in the million-day scenario), so on PostgreSQL each re-publish doubles the row's wait:
+    again only once its time since the last re-publish exceeds its age at that re-publish.
     """
+    backoff = ""
+    if connection.vendor == "postgresql":
+        backoff = "AND requeued_at + (requeued_at - created_at) < %s"
     sql = (
         f"UPDATE {TABLE} SET requeued_at = %s WHERE status = %s AND campaign_id IS NULL "
-        f"AND claimed_at IS NULL AND COALESCE(requeued_at, created_at) < %s RETURNING id, priority"
+        f"AND claimed_at IS NULL AND ((requeued_at IS NULL AND created_at < %s) "
+        f"OR (requeued_at < %s {backoff})) RETURNING id, priority"
     )
+    now = timezone.now()
+    params = [now, Status.QUEUED, older_than, older_than] + ([now] if backoff else [])
     with connection.cursor() as cursor:
-        cursor.execute(sql, [timezone.now(), Status.QUEUED, older_than])
+        cursor.execute(sql, params)
         return [(row[0], row[1]) for row in cursor.fetchall()]

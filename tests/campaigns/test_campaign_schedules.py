@@ -330,3 +330,24 @@ def test_a_scheduled_campaign_with_every_recipient_suppressed_completes(api, tem
     campaign = _scheduled_campaign(api, template, segment, timezone.now() + timedelta(hours=1))
     assert campaign.status == CS.SENDING and not EmailMessage.objects.filter(campaign=campaign).exists()
     assert campaign_complete(campaign_id=campaign.pk)
+
+
+def test_a_fanned_out_campaign_whose_tasks_were_lost_is_published_again(template, settings):
+    """A broker that lost its queues (Redis restart) also lost the progress-check chain."""
+    from campaigns.services.recovery import campaigns_stalled_sends_republish
+    from notifier.celery import app as celery_app
+    from notifier.priorities import queue_for
+
+    settings.NOTIFIER_REQUEUE_AFTER_SECONDS = 0
+    stalled = Campaign.objects.create(name="stalled", template_version=template, status=CS.SENDING,
+                                      fanout_done=True, priority=3)
+    for n in range(3):
+        factories.email_message(version=template, campaign=stalled, priority=3,
+                                recipient=f"s{n}@example.com")
+    get_redis().delete(redis_key("campaigns", "progress", stalled.pk))
+    celery_app.control.purge()
+    assert campaigns_stalled_sends_republish() == 0   # first sight: progress recorded
+    assert campaigns_stalled_sends_republish() == 3   # no progress since: published again
+    with celery_app.connection_for_read() as conn:
+        waiting = conn.default_channel.queue_declare(queue_for(3), passive=True).message_count
+    assert waiting == 1  # one batch task carries the three rows

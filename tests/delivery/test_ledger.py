@@ -3,6 +3,7 @@
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from delivery.models import EmailMessage
@@ -86,3 +87,21 @@ def test_poison_message_fails_after_its_attempt_limit_instead_of_looping(message
     assert poison.error.startswith("dead-lettered: gave up")
     assert poison.dead_letters.count() == 1
     assert report.sent == 0
+
+
+def test_each_republish_of_an_orphan_doubles_its_wait(messages):
+    """Re-publishing a 10-minute backlog every interval would feed it; back off per row.
+
+    The back-off is PostgreSQL SQL; on SQLite (the embedded first run) rows are re-published
+    once per interval, which the first assertion also holds for."""
+    now = timezone.now()
+    EmailMessage.objects.update(created_at=now - timedelta(minutes=10),
+                                requeued_at=now - timedelta(minutes=6))
+    interval = now - timedelta(minutes=2)
+    # eligible when its age at the last re-publish (4 min) is less than the time since (6 min)
+    assert len(ledger.orphaned_messages_claim_requeue(older_than=interval)) == 3
+    EmailMessage.objects.update(requeued_at=now - timedelta(minutes=3))
+    if connection.vendor != "postgresql":
+        return
+    # age at the last re-publish was 7 min, only 3 min since: not yet, though past the interval
+    assert ledger.orphaned_messages_claim_requeue(older_than=interval) == []

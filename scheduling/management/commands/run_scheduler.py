@@ -21,7 +21,7 @@ from django.db import OperationalError, close_old_connections
 from django.utils import timezone
 from redis.exceptions import RedisError
 
-from campaigns.services.recovery import campaigns_lost_fanout_republish
+from campaigns.services.recovery import campaigns_lost_fanout_republish, campaigns_stalled_sends_republish
 from delivery.services.recovery import stalled_messages_recover
 from scheduling.services import due
 from scheduling.services.dispatcher import due_drain
@@ -98,12 +98,13 @@ class Command(BaseCommand):
             logger.warning("re-added %d overdue scheduled messages to the due set", restored)
 
     def _campaign_sweep(self) -> None:
-        """Campaign fan-outs lost on the way to the broker are published again (campaigns)."""
+        """Campaign fan-outs, and campaign send tasks, lost with the broker are published again."""
         if time.monotonic() < self._next_campaign_sweep:
             return
         stall = settings.NOTIFIER_CAMPAIGN_FANOUT_STALL_SECONDS
         self._next_campaign_sweep = time.monotonic() + max(1.0, stall / 4)
         campaigns_lost_fanout_republish()
+        campaigns_stalled_sends_republish()
 
     def _release(self) -> None:
         try:
