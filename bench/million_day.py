@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -52,6 +53,7 @@ class Config:
     redis_restart_at: float = 240.0
     max_seconds: float = 1500.0  # hard bound from t=0
     drain_seconds: float = 60.0
+    stall_seconds: float = 120.0  # stop early when the campaign makes no progress this long
     broker: str = "redis"
     redis_port: int = 6391
     web_port: int = 8391
@@ -135,12 +137,18 @@ def _faults(state: dict, env: dict, config: Config, primary: PrimaryEsp, t0: flo
     return timers
 
 
-def _wait_done(load: Load, campaign_id: int, t0: float, config: Config) -> str:
+def _wait_done(campaign_id: int, t0: float, config: Config) -> str:
     last_due = t0 + config.scheduled_last_due
+    last_pending, last_change = -1, time.time()
     while time.time() - t0 < config.max_seconds:
+        pending = _campaign_pending(campaign_id)
+        if pending != last_pending:
+            last_pending, last_change = pending, time.time()
         faults_done = time.time() - t0 > max(config.redis_restart_at, config.refuse_at) + 5
-        if time.time() > last_due + 5 and faults_done and _campaign_pending(campaign_id) == 0:
+        if time.time() > last_due + 5 and faults_done and pending == 0:
             return "campaign drained"
+        if faults_done and time.time() - last_change > config.stall_seconds:
+            return f"campaign stalled: {pending} rows unfinished, no progress for {config.stall_seconds:g} s"
         time.sleep(3)
     return "hard time bound"
 
@@ -156,21 +164,36 @@ def _transactional_drain(load: Load, deadline: float) -> None:
 
 
 def run(config: Config, base_env: dict[str, str]) -> dict:
-    from delivery.models import EmailMessage
-
+    """Run the scenario; every process it started is stopped, whatever happens."""
     out = Path(config.out).resolve()
     log_dir = out / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
-    state: dict = {"log_dir": log_dir}
+    state: dict = {"log_dir": log_dir, "procs": {}}
+    try:
+        return _run(config, base_env, state, out)
+    finally:
+        for proc in [*state["procs"].values(), state.get("redis")]:
+            if proc is not None:
+                proc.kill_group()
+        for esp in (state.get("primary"), state.get("secondary")):
+            if esp is not None and esp.process is not None:
+                esp.process.kill()
+
+
+def _run(config: Config, base_env: dict[str, str], state: dict, out: Path) -> dict:
+    from delivery.models import EmailMessage
+
+    log_dir = state["log_dir"]
     state["redis"] = procs_mod.dedicated_redis(config.redis_port, log_dir).start()
     procs_mod.wait_redis(config.redis_port)
-    primary = PrimaryEsp(out / "sendgrid-ledger.jsonl").start()
-    secondary = SecondaryEsp(config.smtp_port, out / "smtp-dumps", log_dir / "smtp-sink.log").start()
+    primary = state["primary"] = PrimaryEsp(out / "sendgrid-ledger.jsonl").start()
+    secondary = state["secondary"] = SecondaryEsp(config.smtp_port, log_dir / "smtp-sink.log").start()
     env = scenario_env(base_env, config, primary.url)
     if config.broker == "amqp":
         _purge_amqp()
     key, template_id, template_name, list_id = _setup_data(config.recipients)
     procs = procs_mod.app_processes(env, log_dir, config.web_port, config.concurrency)
+    state["procs"] = procs
     for proc in procs.values():
         proc.start()
     procs["web"].wait_for_log("Booting worker")
@@ -189,7 +212,7 @@ def run(config: Config, base_env: dict[str, str]) -> dict:
                    threads=4)
     chaos = procs_mod.Chaos(procs, config.kill_interval).start()
     timers = _faults(state, env, config, primary, t0, faults)
-    why = _wait_done(load, campaign_id, t0, config)
+    why = _wait_done(campaign_id, t0, config)
     load.stop()
     chaos.stop()
     _transactional_drain(load, time.time() + config.drain_seconds)
@@ -251,6 +274,7 @@ def main() -> None:
     config = Config(**{k: v for k, v in vars(args).items()})
     import django
 
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so run() stops its processes
     django.setup()
     result = run(config, dict(os.environ))
     print(report.table(result))

@@ -13,7 +13,9 @@ import json
 import multiprocessing as mp
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -79,13 +81,16 @@ class PrimaryEsp:
 class SecondaryEsp:
     """Postfix smtp-sink, one dump file per accepted message."""
 
-    def __init__(self, port: int, dump_dir: Path, log_path: Path) -> None:
-        self.port, self.dump_dir, self.log_path = port, dump_dir, log_path
+    def __init__(self, port: int, log_path: Path) -> None:
+        self.port, self.log_path = port, log_path
+        self.dump_dir = Path("/nonexistent")
         self.process: subprocess.Popen | None = None
 
     def start(self) -> SecondaryEsp:
-        self.dump_dir.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.dump_dir, 0o777)  # smtp-sink drops to `nobody` after binding
+        # smtp-sink drops to `nobody` after binding: the dump directory must be reachable by it
+        # (pytest's tmp_path lives under a 0700 directory), so it goes under /tmp.
+        self.dump_dir = Path(tempfile.mkdtemp(prefix="million-smtp-"))
+        os.chmod(self.dump_dir, 0o777)
         argv = [SMTP_SINK, "-d", f"{self.dump_dir}/%H%M%S.", f"127.0.0.1:{self.port}", "1000"]
         if os.geteuid() == 0:
             argv[1:1] = ["-u", "nobody"]
@@ -103,7 +108,8 @@ class SecondaryEsp:
             self.process.wait(timeout=10)
 
     def read(self) -> tuple[list[tuple[str, float]], int]:
-        """(message id, mtime) per dump; and the count of dumps without our header."""
+        """(message id, mtime) per dump, and the count of dumps without our header; then the
+        dumps are deleted."""
         entries, unknown = [], 0
         for path in self.dump_dir.iterdir():
             with open(path, "rb") as dump:
@@ -113,4 +119,5 @@ class SecondaryEsp:
                 entries.append((match.group(1).decode(), path.stat().st_mtime))
             else:
                 unknown += 1
+        shutil.rmtree(self.dump_dir, ignore_errors=True)
         return entries, unknown
