@@ -109,6 +109,7 @@ class Chaos:
     procs: dict[str, Proc]
     interval: float
     main_every: int = 4
+    roles: tuple[str, ...] = ROLES
     seed: int = 8
     started: float = field(default_factory=time.time)
     events: list[dict] = field(default_factory=list)
@@ -132,7 +133,7 @@ class Chaos:
                                     "returncode": code})
 
     def _kill(self, rng: random.Random, *, whole_pool: bool) -> None:
-        role = rng.choice(ROLES)
+        role = rng.choice(self.roles)
         proc = self.procs[role]
         if whole_pool:
             proc.kill_group()
