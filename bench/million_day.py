@@ -246,6 +246,7 @@ def _run(config: Config, base_env: dict[str, str], state: dict, out: Path) -> di
         "delivery": report.delivery_counts(expected, seen, ambiguous & expected, pending & expected),
         "api_sent": {label: sum(1 for s in load.sent if s.label == label) for label in ("P0", "P1", "P3")},
         "api_errors": load.errors[:50], "api_error_count": len(load.errors),
+        "api_retried_then_accepted": load.retried,
         "primary_outcomes": outcomes, "smtp_dumps_without_id": unknown_dumps,
         "faults": faults + chaos.events,
         "peak_rss_mb": {k: round(v / 2**20) for k, v in sampler.peak_rss.items()},

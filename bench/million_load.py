@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import requests
+
+RETRIES = 6  # about 15 s of back-off: longer than a Redis restart
 
 
 @dataclass
@@ -26,6 +29,8 @@ class Load:
     url: str
     key: str
     template: str
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    retried: int = 0
     sent: list[Sent] = field(default_factory=list)
     errors: list[dict] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -34,25 +39,34 @@ class Load:
 
     def _post(self, session: requests.Session, label: str, priority: str, n: int,
               send_at: float | None = None) -> None:
+        """POST one message; a 503 (Redis down) or a connection error is retried with the same
+        idempotency key, as a client would; latency counts from the first attempt."""
         body = {"to": f"{label.lower()}-{n}@example.com", "template": self.template,
-                "priority": priority, "context": {"name": f"{label} {n}"}}
+                "priority": priority, "context": {"name": f"{label} {n}"},
+                "idempotency_key": f"{self.run_id}-{label}-{n}"}
         if send_at is not None:
             iso = datetime.fromtimestamp(send_at, UTC).isoformat()
             body["schedule"] = {"type": "scheduled", "send_at": iso}
-        started = time.time()
-        try:
-            response = session.post(f"{self.url}/api/v1/messages", json=body, timeout=30,
-                                    headers={"Authorization": f"Api-Key {self.key}"})
-        except requests.RequestException as exc:
-            with self._lock:
-                self.errors.append({"t": started, "label": label, "error": repr(exc)[:200]})
-            return
-        with self._lock:
+        started, error = time.time(), {}
+        for attempt in range(RETRIES):
+            if attempt:
+                self._stop.wait(min(0.25 * 2**attempt, 4.0))
+            try:
+                response = session.post(f"{self.url}/api/v1/messages", json=body, timeout=30,
+                                        headers={"Authorization": f"Api-Key {self.key}"})
+            except requests.RequestException as exc:
+                error = {"error": repr(exc)[:200]}
+                continue
             if response.status_code == 202:
-                self.sent.append(Sent(str(response.json()["id"]), started, label, send_at))
-            else:
-                self.errors.append({"t": started, "label": label, "status": response.status_code,
-                                    "body": response.text[:200]})
+                with self._lock:
+                    self.sent.append(Sent(str(response.json()["id"]), started, label, send_at))
+                    self.retried += attempt > 0
+                return
+            error = {"status": response.status_code, "body": response.text[:200]}
+            if response.status_code not in (502, 503, 504):
+                break
+        with self._lock:
+            self.errors.append({"t": started, "label": label, **error})
 
     def _stream(self, label: str, priority: str, rate: float, offset: int, stride: int) -> None:
         session, n, interval = requests.Session(), offset, stride / rate
