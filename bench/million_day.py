@@ -53,6 +53,8 @@ class Config:
     redis_restart_at: float = 240.0
     max_seconds: float = 1500.0  # hard bound from t=0
     drain_seconds: float = 60.0
+    # Pools consuming P0; the Procfile has one, production runs two or more (docs/scaling.md).
+    p0_pools: int = 1
     # Pools the chaos monkey may kill ("ops" runs the campaign fan-out; see docs/benchmarks.md).
     chaos_roles: str = ",".join(procs_mod.ROLES)
     stall_seconds: float = 120.0  # stop early when the campaign makes no progress this long
@@ -194,13 +196,15 @@ def _run(config: Config, base_env: dict[str, str], state: dict, out: Path) -> di
     if config.broker == "amqp":
         _purge_amqp()
     key, template_id, template_name, list_id = _setup_data(config.recipients)
-    procs = procs_mod.app_processes(env, log_dir, config.web_port, config.concurrency)
+    procs = procs_mod.app_processes(env, log_dir, config.web_port, config.concurrency,
+                                    config.p0_pools)
     state["procs"] = procs
     for proc in procs.values():
         proc.start()
     procs["web"].wait_for_log("Booting worker")
-    for role in procs_mod.ROLES:
-        procs[role].wait_for_log("ready.")
+    for name, proc in procs.items():
+        if name not in ("web", "scheduler"):
+            proc.wait_for_log("ready.")
     depth = (procs_mod.amqp_depth(AMQP_URL) if config.broker == "amqp"
              else procs_mod.redis_depth(config.redis_port))
     sampler = procs_mod.Sampler(procs, depth).start()
@@ -212,8 +216,10 @@ def _run(config: Config, base_env: dict[str, str], state: dict, out: Path) -> di
     load.stream("P1", "high", config.p1_rate, threads=6)
     load.scheduled(config.scheduled, t0 + config.scheduled_first_due, t0 + config.scheduled_last_due,
                    threads=4)
-    chaos = procs_mod.Chaos(procs, config.kill_interval,
-                            roles=tuple(config.chaos_roles.split(","))).start()
+    roles = [r for r in config.chaos_roles.split(",") if r in procs]
+    if "critical" in roles:
+        roles += [name for name in procs if name.startswith("critical") and name != "critical"]
+    chaos = procs_mod.Chaos(procs, config.kill_interval, roles=tuple(roles)).start()
     timers = _faults(state, env, config, primary, t0, faults)
     why = _wait_done(campaign_id, t0, config)
     load.stop()

@@ -87,7 +87,9 @@ def wait_redis(port: int, timeout: float = 20) -> None:
 
 
 def app_processes(env: dict[str, str], log_dir: Path, web_port: int,
-                  concurrency: dict[str, int]) -> dict[str, Proc]:
+                  concurrency: dict[str, int], p0_pools: int = 1) -> dict[str, Proc]:
+    """web, one pool per role (`p0_pools` pools for critical: a pool restart then never leaves
+    the P0 queue without a consumer), the scheduler."""
     procs = {"web": Proc("web", [PY, "-m", "gunicorn", "notifier.wsgi", "--bind",
                                  f"127.0.0.1:{web_port}", "--workers", "2", "--threads", "4"],
                          env, log_dir)}
@@ -95,6 +97,10 @@ def app_processes(env: dict[str, str], log_dir: Path, web_port: int,
         key = "NOTIFIER_WORKER_OPS_CONCURRENCY" if role == "ops" else f"NOTIFIER_WORKER_P{index}_CONCURRENCY"
         role_env = {**env, key: str(concurrency[role])}
         procs[role] = Proc(f"worker-{role}", [PY, "-m", "notifier.worker", role], role_env, log_dir)
+        if role == "critical":
+            for extra in range(2, p0_pools + 1):
+                procs[f"critical{extra}"] = Proc(f"worker-critical{extra}",
+                                                 [PY, "-m", "notifier.worker", role], role_env, log_dir)
     procs["scheduler"] = Proc("scheduler", [PY, "manage.py", "run_scheduler", "--interval", "0.5"],
                               env, log_dir)
     return procs
