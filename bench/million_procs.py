@@ -100,10 +100,18 @@ def app_processes(env: dict[str, str], log_dir: Path, web_port: int,
         if role == "critical":
             for extra in range(2, p0_pools + 1):
                 procs[f"critical{extra}"] = Proc(f"worker-critical{extra}",
-                                                 [PY, "-m", "notifier.worker", role], role_env, log_dir)
+                                                 _p0_pool_argv(extra, concurrency[role]), env, log_dir)
     procs["scheduler"] = Proc("scheduler", [PY, "manage.py", "run_scheduler", "--interval", "0.5"],
                               env, log_dir)
     return procs
+
+
+def _p0_pool_argv(n: int, concurrency: int) -> list[str]:
+    """notifier.worker's critical pool under its own node name (RabbitMQ's pidbox queue is
+    exclusive per node name, so two pools may not share one)."""
+    return [PY, "-m", "celery", "-A", "notifier", "worker", "--loglevel", "INFO", "-P", "prefork",
+            "--without-gossip", "--without-mingle", "-Q", SEND_QUEUES["P0"], "-n", f"critical{n}@%h",
+            "--prefetch-multiplier", "1", "--concurrency", str(concurrency)]
 
 
 @dataclass
