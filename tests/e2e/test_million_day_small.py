@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from bench.million_day import Config, run
+from bench.million_report import table
 from tests.support import processes
 from tests.support.ports import free_port
 
@@ -28,6 +29,7 @@ def test_small_million_day_loses_nothing_and_keeps_the_p0_sla(broker, transactio
         out=str(tmp_path / "million"),
     )
     result = run(config, processes.subprocess_env())
+    print(table(result))  # the figures, with `pytest -s`
     delivery = result["delivery"]
     summary = {k: delivery[k] for k in ("lost", "duplicates", "cross_esp_duplicates", "pending_at_stop")}
     assert summary == {"lost": 0, "duplicates": 0, "cross_esp_duplicates": 0, "pending_at_stop": 0}, (
