@@ -151,7 +151,8 @@ def _wait_done(campaign_id: int, t0: float, config: Config) -> str:
         pending = _campaign_pending(campaign_id)
         if pending != last_pending:
             last_pending, last_change = pending, time.time()
-        faults_done = time.time() - t0 > max(config.redis_restart_at, config.refuse_at) + 5
+        planned = [t for t in (config.redis_restart_at, config.refuse_at) if t < config.max_seconds]
+        faults_done = time.time() - t0 > max(planned, default=0) + 5
         if time.time() > last_due + 5 and faults_done and pending == 0:
             return "campaign drained"
         if faults_done and time.time() - last_change > config.stall_seconds:
