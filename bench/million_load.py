@@ -1,0 +1,126 @@
+"""Load of the million-email day, all through the public HTTP API of the gunicorn process:
+steady P0/P1 streams, scheduled P3 messages, and the P2 campaign launch."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import requests
+
+RETRIES = 6  # about 15 s of back-off: longer than a Redis restart
+
+
+@dataclass
+class Sent:
+    """One accepted API call: our message id, when the request started, its label."""
+
+    message_id: str
+    started: float
+    label: str
+    send_at: float | None = None
+
+
+@dataclass
+class Load:
+    url: str
+    key: str
+    template: str
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    retried: int = 0
+    sent: list[Sent] = field(default_factory=list)
+    errors: list[dict] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _threads: list[threading.Thread] = field(default_factory=list)
+
+    def _post(self, session: requests.Session, label: str, priority: str, n: int,
+              send_at: float | None = None) -> None:
+        """POST one message; a 503 (Redis down) or a connection error is retried with the same
+        idempotency key, as a client would; latency counts from the first attempt."""
+        body = {"to": f"{label.lower()}-{n}@example.com", "template": self.template,
+                "priority": priority, "context": {"name": f"{label} {n}"},
+                "idempotency_key": f"{self.run_id}-{label}-{n}"}
+        if send_at is not None:
+            iso = datetime.fromtimestamp(send_at, UTC).isoformat()
+            body["schedule"] = {"type": "scheduled", "send_at": iso}
+        started, error = time.time(), {}
+        for attempt in range(RETRIES):
+            if attempt:
+                self._stop.wait(min(0.25 * 2**attempt, 4.0))
+            try:
+                response = session.post(f"{self.url}/api/v1/messages", json=body, timeout=30,
+                                        headers={"Authorization": f"Api-Key {self.key}"})
+            except requests.RequestException as exc:
+                error = {"error": repr(exc)[:200]}
+                continue
+            if response.status_code == 202:
+                with self._lock:
+                    self.sent.append(Sent(str(response.json()["id"]), started, label, send_at))
+                    self.retried += attempt > 0
+                return
+            error = {"status": response.status_code, "body": response.text[:200]}
+            if response.status_code not in (502, 503, 504):
+                break
+        with self._lock:
+            self.errors.append({"t": started, "label": label, **error})
+
+    def _stream(self, label: str, priority: str, rate: float, offset: int, stride: int) -> None:
+        session, n, interval = requests.Session(), offset, stride / rate
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            self._post(session, label, priority, n)
+            n += stride
+            next_at += interval
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                self._stop.wait(delay)
+            elif delay < -5:  # far behind (API stalled): do not burst to catch up
+                next_at = time.monotonic()
+
+    def stream(self, label: str, priority: str, rate: float, threads: int) -> None:
+        for i in range(threads):
+            self._spawn(self._stream, label, priority, rate, i, threads)
+
+    def _scheduled(self, slots: list[float], offset: int, stride: int, lead: float) -> None:
+        session = requests.Session()
+        for n in range(offset, len(slots), stride):
+            if self._stop.is_set():
+                return
+            send_at = max(slots[n], time.time() + lead)  # always in the future when posted
+            self._post(session, "P3", "low", n, send_at)
+
+    def scheduled(self, count: int, first_due: float, last_due: float, threads: int,
+                  lead: float = 10.0) -> None:
+        """`count` P3 messages due evenly between the two instants (epoch seconds)."""
+        step = (last_due - first_due) / max(count - 1, 1)
+        slots = [first_due + i * step for i in range(count)]
+        for i in range(threads):
+            self._spawn(self._scheduled, slots, i, threads, lead)
+
+    def _spawn(self, target, *args) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=40)
+
+
+def campaign_launch(url: str, key: str, template_id: int, list_id: int) -> tuple[int, float]:
+    """POST /api/v1/notifications/email to the list at normal priority: (campaign id, time)."""
+    started = time.time()
+    response = requests.post(
+        f"{url}/api/v1/notifications/email", timeout=60,
+        json={"name": "million-day", "template_id": template_id, "priority": "normal",
+              "recipients": {"type": "list", "list_id": list_id}},
+        headers={"Authorization": f"Api-Key {key}"})
+    if response.status_code != 202:
+        raise RuntimeError(f"campaign launch: {response.status_code} {response.text[:500]}")
+    body = response.json()
+    return int(body.get("id") or body.get("campaign_id")), started

@@ -1,0 +1,234 @@
+"""Processes of the million-email day: a dedicated Redis, the Procfile set, the chaos monkey and
+a psutil sampler (peak RSS, CPU seconds, broker queue depth per priority)."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+PY = sys.executable
+SEND_QUEUES = {"P0": "email-send-p0", "P1": "email-send-p1", "P2": "email-send-p2", "P3": "email-send-p3"}
+ROLES = ("critical", "high", "normal", "low", "ops")
+
+
+class Proc:
+    """A subprocess in its own session, logging to a file; restartable after a crash."""
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], log_dir: Path) -> None:
+        self.name, self.argv, self.env = name, argv, env
+        self.log_path = log_dir / f"{name}.log"
+        self.popen: subprocess.Popen | None = None
+
+    def start(self) -> Proc:
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
+        self.popen = subprocess.Popen(self.argv, cwd=BASE_DIR, env=self.env, stdout=log,
+                                      stderr=subprocess.STDOUT, start_new_session=True)
+        return self
+
+    def wait_for_log(self, text: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if text in self.log_path.read_text(errors="replace"):
+                return
+            if self.popen.poll() is not None:
+                raise RuntimeError(f"{self.name} exited: {self.log_path.read_text()[-2000:]}")
+            time.sleep(0.2)
+        raise TimeoutError(f"{self.name} did not log {text!r}")
+
+    def tree(self) -> list[psutil.Process]:
+        try:
+            main = psutil.Process(self.popen.pid)
+            return [main, *main.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    def kill_group(self) -> None:
+        if self.popen and self.popen.poll() is None:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+            self.popen.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.popen and self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill_group()
+
+
+def dedicated_redis(port: int, log_dir: Path) -> Proc:
+    """No RDB, no AOF: a restart loses every key, as the fault asks."""
+    argv = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "",
+            "--appendonly", "no", "--dir", str(log_dir)]
+    return Proc("redis", argv, dict(os.environ), log_dir)
+
+
+def wait_redis(port: int, timeout: float = 20) -> None:
+    import redis
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if redis.Redis(port=port, host="127.0.0.1").ping():
+                return
+        except redis.ConnectionError:
+            time.sleep(0.1)
+    raise TimeoutError("dedicated redis did not start")
+
+
+def app_processes(env: dict[str, str], log_dir: Path, web_port: int,
+                  concurrency: dict[str, int], p0_pools: int = 1) -> dict[str, Proc]:
+    """web, one pool per role (`p0_pools` pools for critical: a pool restart then never leaves
+    the P0 queue without a consumer), the scheduler."""
+    procs = {"web": Proc("web", [PY, "-m", "gunicorn", "notifier.wsgi", "--bind",
+                                 f"127.0.0.1:{web_port}", "--workers", "2", "--threads", "4"],
+                         env, log_dir)}
+    for index, role in enumerate(ROLES):
+        key = "NOTIFIER_WORKER_OPS_CONCURRENCY" if role == "ops" else f"NOTIFIER_WORKER_P{index}_CONCURRENCY"
+        role_env = {**env, key: str(concurrency[role])}
+        procs[role] = Proc(f"worker-{role}", [PY, "-m", "notifier.worker", role], role_env, log_dir)
+        if role == "critical":
+            for extra in range(2, p0_pools + 1):
+                procs[f"critical{extra}"] = Proc(f"worker-critical{extra}",
+                                                 _p0_pool_argv(extra, concurrency[role]), env, log_dir)
+    procs["scheduler"] = Proc("scheduler", [PY, "manage.py", "run_scheduler", "--interval", "0.5"],
+                              env, log_dir)
+    return procs
+
+
+def _p0_pool_argv(n: int, concurrency: int) -> list[str]:
+    """notifier.worker's critical pool under its own node name (RabbitMQ's pidbox queue is
+    exclusive per node name, so two pools may not share one)."""
+    return [PY, "-m", "celery", "-A", "notifier", "worker", "--loglevel", "INFO", "-P", "prefork",
+            "--without-gossip", "--without-mingle", "-Q", SEND_QUEUES["P0"], "-n", f"critical{n}@%h",
+            "--prefetch-multiplier", "1", "--concurrency", str(concurrency)]
+
+
+@dataclass
+class Chaos:
+    """SIGKILL a random worker child every `interval` s; every `main_every`-th kill, a whole pool
+    (main process and children), restarted at once as a supervisor would. Also the supervisor:
+    a process that exits on its own is restarted within a second (and recorded)."""
+
+    procs: dict[str, Proc]
+    interval: float
+    main_every: int = 4
+    roles: tuple[str, ...] = ROLES
+    seed: int = 8
+    started: float = field(default_factory=time.time)
+    events: list[dict] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        rng, n, last_kill = random.Random(self.seed), 0, time.monotonic()
+        while not self._stop.wait(1.0):
+            self._supervise()
+            if time.monotonic() - last_kill >= self.interval:
+                n, last_kill = n + 1, time.monotonic()
+                self._kill(rng, whole_pool=n % self.main_every == 0)
+
+    def _supervise(self) -> None:
+        """Restart any process that exited on its own, as systemd or a Procfile runner would."""
+        for name, proc in self.procs.items():
+            if proc.popen is not None and proc.popen.poll() is not None:
+                code = proc.popen.returncode
+                proc.start()
+                self.events.append({"t": time.time(), "kind": "exited-restarted", "role": name,
+                                    "returncode": code})
+
+    def _kill(self, rng: random.Random, *, whole_pool: bool) -> None:
+        role = rng.choice(self.roles)
+        proc = self.procs[role]
+        if whole_pool:
+            proc.kill_group()
+            proc.start()
+            self.events.append({"t": time.time(), "kind": "kill-main", "role": role})
+            return
+        children = proc.tree()[1:]
+        if children:
+            victim = rng.choice(children)
+            victim.send_signal(signal.SIGKILL)
+            self.events.append({"t": time.time(), "kind": "kill-child", "role": role, "pid": victim.pid})
+
+    def start(self) -> Chaos:
+        threading.Thread(target=self.run, daemon=True, name="chaos").start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+@dataclass
+class Sampler:
+    """Once a second: RSS and CPU per process tree, broker queue depth per priority."""
+
+    procs: dict[str, Proc]
+    depth: object  # callable () -> dict[label, int]
+    peak_rss: dict[str, int] = field(default_factory=dict)
+    cpu: dict[str, dict[int, float]] = field(default_factory=dict)
+    series: list[dict] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def sample(self) -> None:
+        for name, proc in list(self.procs.items()):
+            rss = 0
+            for p in proc.tree():
+                try:
+                    rss += p.memory_info().rss
+                    times = p.cpu_times()
+                    self.cpu.setdefault(name, {})[p.pid] = times.user + times.system
+                except psutil.Error:
+                    continue
+            self.peak_rss[name] = max(self.peak_rss.get(name, 0), rss)
+        try:
+            depth = self.depth()
+        except Exception:  # noqa: BLE001 - broker down during the Redis restart: a gap
+            depth = {}
+        self.series.append({"t": time.time(), "depth": depth})
+
+    def run(self) -> None:
+        while not self._stop.wait(1.0):
+            self.sample()
+
+    def start(self) -> Sampler:
+        threading.Thread(target=self.run, daemon=True, name="sampler").start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def cpu_seconds(self) -> dict[str, float]:
+        return {name: round(sum(pids.values()), 1) for name, pids in self.cpu.items()}
+
+
+def redis_depth(port: int, db: int = 0):
+    import redis
+
+    client = redis.Redis(host="127.0.0.1", port=port, db=db, socket_timeout=2)
+
+    def depth() -> dict[str, int]:
+        # kombu's Redis transport keeps priority sub-queues as "<queue>\x06\x16<n>".
+        return {label: sum(client.llen(k) for k in [q, *(f"{q}\x06\x16{p}" for p in (3, 6, 9))])
+                for label, q in SEND_QUEUES.items()}
+    return depth
+
+
+def amqp_depth(url: str):
+    from kombu import Connection
+
+    def depth() -> dict[str, int]:
+        with Connection(url, connect_timeout=2) as conn:
+            channel = conn.channel()
+            return {label: channel.queue_declare(q, passive=True).message_count
+                    for label, q in SEND_QUEUES.items()}
+    return depth

@@ -1,0 +1,133 @@
+"""Figures of the million-email day from the two ESP ledgers, the API log and the database:
+latency per priority, campaign completion, scheduled lateness, lost/duplicates, and the plot."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+
+def percentiles(values: list[float]) -> dict[str, float | int | None]:
+    if not values:
+        return {"n": 0, "p50": None, "p95": None, "p99": None, "max": None}
+    ordered = sorted(values)
+
+    def at(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
+    return {"n": len(ordered), "p50": at(0.50), "p95": at(0.95), "p99": at(0.99),
+            "max": round(ordered[-1], 3)}
+
+
+def acceptances(primary: list[tuple[str, float]],
+                secondary: list[tuple[str, float]]) -> dict[str, list[tuple[str, float]]]:
+    """Our message id -> [(esp, accepted_at)] in time order."""
+    seen: dict[str, list[tuple[str, float]]] = defaultdict(list)
+    for esp, entries in (("sendgrid", primary), ("smtp", secondary)):
+        for message_id, at in entries:
+            seen[message_id].append((esp, at))
+    for rows in seen.values():
+        rows.sort(key=lambda row: row[1])
+    return seen
+
+
+def delivery_counts(expected: set[str], seen: dict, ambiguous: set[str], pending: set[str]) -> dict:
+    """lost = expected - delivered - AMBIGUOUS (held for reconciliation, listed apart) - still
+    pending when a hard time bound stopped the run (listed apart too)."""
+    delivered = expected & seen.keys()
+    dups = sorted(m for m in delivered if len(seen[m]) > 1)
+    cross = sorted(m for m in dups if len({esp for esp, _ in seen[m]}) > 1)
+    lost = sorted(expected - delivered - ambiguous - pending, key=int)
+    return {
+        "expected": len(expected), "delivered_distinct": len(delivered),
+        "lost": len(lost), "lost_ids_sample": lost[:20],
+        "pending_at_stop": len(pending - delivered),
+        "duplicates": len(dups), "duplicate_ids_sample": dups[:20],
+        "cross_esp_duplicates": len(cross),
+        "unexpected_ids": len(seen.keys() - expected),
+        "ambiguous": {"count": len(ambiguous),
+                      "reconciled_delivered_once": sorted(m for m in ambiguous if len(seen.get(m, [])) == 1),
+                      "not_at_any_esp": sorted(m for m in ambiguous if m not in seen)},
+        "via_secondary": sum(1 for m in delivered if seen[m][0][0] == "smtp"),
+    }
+
+
+def latency(sent: list, seen: dict, label: str) -> dict:
+    return percentiles([seen[s.message_id][0][1] - s.started for s in sent
+                        if s.label == label and s.message_id in seen])
+
+
+def lateness(sent: list, seen: dict) -> dict:
+    return percentiles([seen[s.message_id][0][1] - s.send_at for s in sent
+                        if s.label == "P3" and s.message_id in seen])
+
+
+def campaign_figures(ids: set[str], seen: dict, launched: float) -> dict:
+    times = sorted(seen[m][0][1] for m in ids if m in seen)
+    if not times:
+        return {"recipients": len(ids), "completed": False}
+    n = len(ids)
+    low, high = times[int(0.05 * (len(times) - 1))], times[int(0.95 * (len(times) - 1))]
+    return {
+        # completed: every recipient at an ESP (AMBIGUOUS rows held for reconciliation are not)
+        "recipients": n, "delivered": len(times), "completed": len(times) == n,
+        "first_acceptance_s": round(times[0] - launched, 1),
+        "completion_s": round(times[-1] - launched, 1),
+        "sustained_per_s": round(0.9 * len(times) / max(high - low, 1e-6)),
+        "overall_per_s": round(len(times) / max(times[-1] - launched, 1e-6)),
+    }
+
+
+def table(result: dict) -> str:
+    lines = [f"million-email day: {result['config']['recipients']:,} recipients, "
+             f"{result['config']['broker']} broker, run {result['elapsed_s']} s"]
+    for label in ("P0", "P1"):
+        lat = result["latency"][label]
+        lines.append(f"  {label} latency (request -> ESP) n={lat['n']}: p50 {lat['p50']} s  "
+                     f"p95 {lat['p95']} s  p99 {lat['p99']} s  max {lat['max']} s")
+    late = result["p3_lateness"]
+    lines.append(f"  P3 lateness (send_at -> ESP) n={late['n']}: p50 {late['p50']} s  "
+                 f"p99 {late['p99']} s  max {late['max']} s")
+    camp = result["campaign"]
+    lines.append(f"  P2 campaign: completed={camp.get('completed')} in {camp.get('completion_s')} s, "
+                 f"sustained {camp.get('sustained_per_s')}/s, overall {camp.get('overall_per_s')}/s")
+    d = result["delivery"]
+    lines.append(f"  expected {d['expected']:,}  delivered {d['delivered_distinct']:,}  lost {d['lost']}  "
+                 f"dup {d['duplicates']}  cross-ESP dup {d['cross_esp_duplicates']}  "
+                 f"via secondary {d['via_secondary']:,}  pending at stop {d['pending_at_stop']:,}")
+    amb = d["ambiguous"]
+    lines.append(f"  AMBIGUOUS {amb['count']}: reconciled (at an ESP once) "
+                 f"{len(amb['reconciled_delivered_once'])}, at no ESP {len(amb['not_at_any_esp'])}")
+    lines.append(f"  API errors {len(result['api_errors'])}; faults {len(result['faults'])}")
+    lines.append("  peak RSS MB: " + ", ".join(f"{k} {v}" for k, v in result["peak_rss_mb"].items()))
+    lines.append("  CPU s: " + ", ".join(f"{k} {v}" for k, v in result["cpu_seconds"].items()))
+    return "\n".join(lines)
+
+
+def plot(path: Path, series: list[dict], sent: list, seen: dict, t0: float, faults: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 7), sharex=True)
+    for label in ("P0", "P1", "P2", "P3"):
+        top.plot([s["t"] - t0 for s in series], [s["depth"].get(label, 0) for s in series], label=label)
+    top.set_ylabel("broker queue depth (tasks)")
+    top.legend(loc="upper right")
+    points = sorted((s.started - t0, seen[s.message_id][0][1] - s.started)
+                    for s in sent if s.label == "P0" and s.message_id in seen)
+    bottom.scatter([p[0] for p in points], [p[1] for p in points], s=3)
+    bottom.set_ylabel("P0 latency (s)")
+    bottom.set_xlabel("seconds since campaign launch")
+    for fault in faults:
+        for axis in (top, bottom):
+            axis.axvline(fault["t"] - t0, color="red" if "kill" not in fault["kind"] else "grey",
+                         alpha=0.4, linewidth=0.8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def write_json(path: Path, result: dict) -> None:
+    path.write_text(json.dumps(result, indent=2, default=str))
