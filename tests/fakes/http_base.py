@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
+from tests.fakes.context import StartStopContext
 from tests.fakes.faults import Fault, FaultPlan, Mode
 from tests.fakes.ledger import Ledger, Outcome
 from tests.fakes.supervisor import RefusalSupervisor
@@ -80,7 +80,7 @@ class Result:
 Endpoint = Callable[[HttpRequest], Result]
 
 
-class FakeHTTPServer:
+class FakeHTTPServer(StartStopContext):
     """Base class: lifecycle, fault handling and ledger; subclasses add a wire format.
 
     Subclasses override :meth:`route`, :meth:`authorize`, :meth:`server_error` and
@@ -141,17 +141,6 @@ class FakeHTTPServer:
             self._supervisor = None
         self._stopping.set()
         self._close_listener()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def _open_listener(self) -> None:
         server = _Server((HOST, self._port), self)

@@ -13,12 +13,12 @@ import threading
 import uuid
 from email.parser import BytesHeaderParser
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Self
 
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, Session
 
+from tests.fakes.context import StartStopContext
 from tests.fakes.faults import OK_FAULT, Fault, FaultPlan, Mode
 from tests.fakes.ledger import Ledger, Outcome
 from tests.fakes.supervisor import RefusalSupervisor
@@ -29,7 +29,7 @@ IDLE_TIMEOUT_SECONDS = 30  # aiosmtpd closes idle sessions after this
 MAX_MESSAGE_BYTES = 40 * 1024 * 1024
 
 
-class SmtpSink:
+class SmtpSink(StartStopContext):
     """SMTP server on 127.0.0.1 (ephemeral port unless ``port`` given).
 
     AUTH PLAIN/LOGIN is advertised without TLS and any credentials are accepted, so
@@ -83,17 +83,6 @@ class SmtpSink:
             self._supervisor.stop()
             self._supervisor = None
         self._close_listener()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def _open_listener(self) -> None:
         controller = _Controller(
