@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tests.fakes.context import StartStopContext
@@ -123,24 +123,12 @@ class FakeHTTPServer(StartStopContext):
         """Base URL, e.g. ``http://127.0.0.1:40123``."""
         return f"http://{HOST}:{self._port}"
 
-    def start(self) -> Self:
-        """Bind and serve in daemon threads; returns ``self``."""
-        if self._supervisor is not None:
-            return self
+    def _before_start(self) -> None:
         self._stopping.clear()
-        self._open_listener()
-        self._supervisor = RefusalSupervisor(self.faults, self._open_listener,
-                                             self._close_listener)
-        self._supervisor.start()
-        return self
 
-    def stop(self) -> None:
-        """Stop serving and wake any handler sleeping in a latency/hang fault."""
-        if self._supervisor is not None:
-            self._supervisor.stop()
-            self._supervisor = None
+    def _before_close(self) -> None:
+        """Wake any handler sleeping in a latency/hang fault."""
         self._stopping.set()
-        self._close_listener()
 
     def _open_listener(self) -> None:
         server = _Server((HOST, self._port), self)

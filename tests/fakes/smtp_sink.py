@@ -13,7 +13,7 @@ import threading
 import uuid
 from email.parser import BytesHeaderParser
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, Session
@@ -65,24 +65,9 @@ class SmtpSink(StartStopContext):
         """The bound port (stable across refuse/reopen)."""
         return self._port
 
-    def start(self) -> Self:
-        """Bind and serve in a daemon thread; returns ``self``."""
-        if self._supervisor is not None:
-            return self
+    def _before_start(self) -> None:
         if self.eml_dir is not None:
             self.eml_dir.mkdir(parents=True, exist_ok=True)
-        self._open_listener()
-        self._supervisor = RefusalSupervisor(self.faults, self._open_listener,
-                                             self._close_listener)
-        self._supervisor.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving; cancels sessions sleeping in latency/hang faults."""
-        if self._supervisor is not None:
-            self._supervisor.stop()
-            self._supervisor = None
-        self._close_listener()
 
     def _open_listener(self) -> None:
         controller = _Controller(
