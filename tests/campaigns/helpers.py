@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 from django.db import connection
 from django.utils import timezone
@@ -29,10 +28,3 @@ def contacts_create(n: int, *, prefix: str = "user", domain: str = "example.com"
         )
 
 
-def wait_for(predicate, timeout: float, interval: float = 0.2) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return bool(predicate())

@@ -16,8 +16,9 @@ from campaigns.models import Campaign, Contact, Segment, Suppression
 from campaigns.selectors import campaign_counters
 from delivery.models import EmailMessage
 from tests import factories
-from tests.campaigns.helpers import contacts_create, wait_for
+from tests.campaigns.helpers import contacts_create
 from tests.support import processes
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 MS = EmailMessage.Status

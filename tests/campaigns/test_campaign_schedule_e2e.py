@@ -20,9 +20,10 @@ from campaigns.models import Campaign, Contact, Segment
 from delivery.models import EmailMessage
 from scheduling import timing
 from tests import factories
-from tests.campaigns.helpers import contacts_create, wait_for
+from tests.campaigns.helpers import contacts_create
 from tests.scheduling.support import clear_schedule_keys
 from tests.support import processes
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 MS = EmailMessage.Status

@@ -14,6 +14,7 @@ import requests
 
 from delivery.models import EmailMessage
 from tests.support import processes
+from tests.support.waiting import wait_for as _wait_for
 
 pytestmark = pytest.mark.e2e
 Status = EmailMessage.Status
@@ -28,13 +29,6 @@ def _post_otp(live_server, key: str, **extra) -> int:
     return response.json()["id"]
 
 
-def _wait_for(predicate, timeout: float, interval: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return False
 
 
 def _status(message_id: int) -> str:

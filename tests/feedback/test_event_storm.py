@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from collections import Counter
 from datetime import timedelta
 
@@ -19,6 +18,7 @@ from feedback.models import CampaignEventCounter, EmailEvent, WebhookDelivery
 from tests.feedback import samples
 from tests.feedback.helpers import T0, campaign, sent_messages
 from tests.feedback.procs import ops_worker
+from tests.support.waiting import wait_for as wait_until
 
 pytestmark = pytest.mark.e2e
 Status = EmailMessage.Status
@@ -47,13 +47,6 @@ def expected_status(kinds: list[str]) -> str:
     return max((names[k] for k in kinds if k in names), key=RANK.index, default="SENT")
 
 
-def wait_until(predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.25)
-    return predicate()
 
 
 def test_each_event_delivered_1_to_40_times_shuffled_counts_once(

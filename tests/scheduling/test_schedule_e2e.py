@@ -17,6 +17,7 @@ from django.utils import timezone
 from delivery.models import EmailMessage
 from scheduling import timing
 from tests.support import processes
+from tests.support.waiting import wait_for as _wait_for
 
 pytestmark = pytest.mark.e2e
 Status = EmailMessage.Status
@@ -31,13 +32,6 @@ def _post(live_server, key: str, schedule: dict, to: str = "ada@example.com") ->
     return response.json()
 
 
-def _wait_for(predicate, timeout: float, interval: float = 0.1) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return False
 
 
 def test_scheduled_delayed_and_local_time_sends_arrive_once_at_their_time(

@@ -27,6 +27,7 @@ from tests import factories
 from tests.scheduling.support import published_ids, schedule_rows, scheduled_rows_insert
 from tests.support import processes
 from tests.support.ports import free_port
+from tests.support.waiting import wait_for as _wait_for
 
 pytestmark = pytest.mark.e2e
 Status = EmailMessage.Status
@@ -43,13 +44,6 @@ def env(transactional_db) -> dict[str, str]:
     )
 
 
-def _wait_for(predicate, timeout: float, interval: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return False
 
 
 def _queued(ids: list[int]) -> int:
