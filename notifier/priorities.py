@@ -40,13 +40,20 @@ class PoolConfig:
     batch_size: int
     max_send_attempts: int
     sla_seconds: int
+    # A claim abandoned before the hand-off (its worker died) returns to the queue after this;
+    # a transactional row still QUEUED after `requeue_after_seconds` is published again (its
+    # task may have died with a whole pool or with the broker). Both must be well inside the
+    # SLA: a killed P0 pool costs at most its lease plus one recovery tick. A lease that expires
+    # on a slow but live worker costs only latency: its hand-off mark then fails (claim token).
+    claim_lease_seconds: int
+    requeue_after_seconds: int
 
 
 POOLS: dict[Priority, PoolConfig] = {
-    Priority.CRITICAL: PoolConfig("email-send-p0", 5, 20, 1, 1, 5, 10),
-    Priority.HIGH: PoolConfig("email-send-p1", 5, 30, 1, 10, 5, 60),
-    Priority.NORMAL: PoolConfig("email-send-p2", 10, 100, 4, 100, 8, 15 * 60),
-    Priority.LOW: PoolConfig("email-send-p3", 2, 20, 4, 500, 8, 60 * 60),
+    Priority.CRITICAL: PoolConfig("email-send-p0", 5, 20, 1, 1, 5, 10, 4, 5),
+    Priority.HIGH: PoolConfig("email-send-p1", 5, 30, 1, 10, 5, 60, 15, 30),
+    Priority.NORMAL: PoolConfig("email-send-p2", 10, 100, 4, 100, 8, 15 * 60, 60, 120),
+    Priority.LOW: PoolConfig("email-send-p3", 2, 20, 4, 500, 8, 60 * 60, 120, 300),
 }
 
 STATUS_QUEUE = "email-status"
@@ -63,6 +70,16 @@ def queue_for(priority: Priority | int) -> str:
 
 def batch_size_for(priority: Priority | int) -> int:
     return POOLS[Priority(priority)].batch_size
+
+
+def claim_lease_seconds(priority: Priority | int, ceiling: float) -> float:
+    """This priority's claim lease, capped by the operator's global `ceiling`."""
+    return min(POOLS[Priority(priority)].claim_lease_seconds, ceiling)
+
+
+def requeue_after_seconds(priority: Priority | int, ceiling: float) -> float:
+    """Age after which this priority's QUEUED transactional row is re-published, capped."""
+    return min(POOLS[Priority(priority)].requeue_after_seconds, ceiling)
 
 
 def pool_size(priority: Priority) -> tuple[int, int]:

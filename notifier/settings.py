@@ -142,10 +142,12 @@ SMTP_PASSWORD = env.str("SMTP_PASSWORD", default="")
 SMTP_STARTTLS = env.bool("SMTP_STARTTLS", default=False)
 SMTP_TIMEOUT_SECONDS = env.float("SMTP_TIMEOUT_SECONDS", default=10.0)
 # A claimed row whose worker vanished before handing it to a provider goes back to the queue
-# after this lease; one handed over with no answer becomes AMBIGUOUS after the second figure.
-NOTIFIER_CLAIM_LEASE_SECONDS = env.int("NOTIFIER_CLAIM_LEASE_SECONDS", default=60)
+# after its priority's lease (notifier/priorities.py: 4 s for P0 .. 120 s for P3), capped by
+# this ceiling; one handed over with no answer becomes AMBIGUOUS after the second figure.
+NOTIFIER_CLAIM_LEASE_SECONDS = env.int("NOTIFIER_CLAIM_LEASE_SECONDS", default=120)
 NOTIFIER_AMBIGUOUS_AFTER_SECONDS = env.int("NOTIFIER_AMBIGUOUS_AFTER_SECONDS", default=300)
-# A transactional row still QUEUED this long is published again (its task may have been lost).
+# A transactional row still QUEUED this long is published again (its task may have been lost):
+# per priority (5 s for P0 .. 300 s for P3), capped by this ceiling, which campaign sweeps use.
 NOTIFIER_REQUEUE_AFTER_SECONDS = env.int("NOTIFIER_REQUEUE_AFTER_SECONDS", default=120)
 # Fault injection for the crash tests only: hold a claimed batch this long before rendering.
 NOTIFIER_FAULT_PAUSE_AFTER_CLAIM = env.float("NOTIFIER_FAULT_PAUSE_AFTER_CLAIM", default=0.0)

@@ -8,8 +8,9 @@ SQLite >= 3.35).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
+from itertools import chain
 
 from django.db import connection
 from django.db.models import F, Value
@@ -25,6 +26,21 @@ TABLE = EmailMessage._meta.db_table
 
 def _placeholders(values: Sequence[object]) -> str:
     return ", ".join(["%s"] * len(values))
+
+
+Cutoff = datetime | Mapping[int, datetime]
+
+
+def _older_than(column: str, cutoff: Cutoff) -> tuple[str, list[object]]:
+    """SQL: `column` is before its row's cutoff, one instant for all rows or one per priority
+    (priorities missing from the mapping use the latest). The latest cutoff also comes first as
+    a plain range condition, so the (status, claimed_at) index still narrows the scan."""
+    if isinstance(cutoff, datetime):
+        return f"{column} < %s", [cutoff]
+    latest = max(cutoff.values())
+    cases = " ".join("WHEN %s THEN %s" for _ in cutoff)
+    sql = f"{column} < %s AND {column} < CASE priority {cases} ELSE %s END"
+    return sql, [latest, *chain.from_iterable(cutoff.items()), latest]
 
 
 def messages_claim(*, message_ids: Sequence[int], token: str) -> list[tuple[int, int]]:
@@ -123,14 +139,15 @@ def messages_defer(*, message_ids: Sequence[int], token: str, reason: str) -> in
     )
 
 
-def stale_claims_release(*, claimed_before: datetime) -> list[tuple[int, int]]:
+def stale_claims_release(*, claimed_before: Cutoff) -> list[tuple[int, int]]:
     """Claims whose worker vanished before the hand-off go back to QUEUED: [(id, priority)]."""
+    older, params = _older_than("claimed_at", claimed_before)
     sql = (
         f"UPDATE {TABLE} SET status = %s, claim_token = '', claimed_at = NULL "
-        f"WHERE status = %s AND send_started_at IS NULL AND claimed_at < %s RETURNING id, priority"
+        f"WHERE status = %s AND send_started_at IS NULL AND {older} RETURNING id, priority"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [Status.QUEUED, Status.SENDING, claimed_before])
+        cursor.execute(sql, [Status.QUEUED, Status.SENDING, *params])
         return [(row[0], row[1]) for row in cursor.fetchall()]
 
 
@@ -141,7 +158,7 @@ def stalled_sends_mark_ambiguous(*, started_before: datetime) -> int:
     ).update(status=Status.AMBIGUOUS, error="no provider answer recorded; awaiting reconciliation")
 
 
-def orphaned_messages_claim_requeue(*, older_than: datetime) -> list[tuple[int, int]]:
+def orphaned_messages_claim_requeue(*, older_than: Cutoff) -> list[tuple[int, int]]:
     """Transactional rows QUEUED for too long (their task may be lost): [(id, priority)].
 
     Campaign rows are left to the campaign sweeps, which track their own progress. A second
@@ -150,16 +167,18 @@ def orphaned_messages_claim_requeue(*, older_than: datetime) -> list[tuple[int, 
     (seen in the million-day scenario), so on PostgreSQL each re-publish doubles the row's wait:
     again only once its time since the last re-publish exceeds its age at that re-publish.
     """
-    backoff = ""
+    now = timezone.now()
+    created, created_params = _older_than("created_at", older_than)
+    requeued, requeued_params = _older_than("requeued_at", older_than)
+    backoff, backoff_params = "", []
     if connection.vendor == "postgresql":
-        backoff = "AND requeued_at + (requeued_at - created_at) < %s"
+        backoff, backoff_params = "AND requeued_at + (requeued_at - created_at) < %s", [now]
     sql = (
         f"UPDATE {TABLE} SET requeued_at = %s WHERE status = %s AND campaign_id IS NULL "
-        f"AND claimed_at IS NULL AND ((requeued_at IS NULL AND created_at < %s) "
-        f"OR (requeued_at < %s {backoff})) RETURNING id, priority"
+        f"AND claimed_at IS NULL AND ((requeued_at IS NULL AND {created}) "
+        f"OR ({requeued} {backoff})) RETURNING id, priority"
     )
-    now = timezone.now()
-    params = [now, Status.QUEUED, older_than, older_than] + ([now] if backoff else [])
+    params = [now, Status.QUEUED, *created_params, *requeued_params, *backoff_params]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [(row[0], row[1]) for row in cursor.fetchall()]

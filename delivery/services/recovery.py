@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from delivery.services import ledger
 from delivery.services.dispatch import messages_enqueue_by_priority
+from notifier.priorities import Priority, claim_lease_seconds, requeue_after_seconds
 
 logger = logging.getLogger(__name__)
 
@@ -29,13 +30,15 @@ class RecoveryReport:
 
 def stalled_messages_recover() -> RecoveryReport:
     now = timezone.now()
-    lease = timedelta(seconds=settings.NOTIFIER_CLAIM_LEASE_SECONDS)
-    released = ledger.stale_claims_release(claimed_before=now - lease)
+    lease_ceiling = settings.NOTIFIER_CLAIM_LEASE_SECONDS
+    released = ledger.stale_claims_release(claimed_before={
+        p: now - timedelta(seconds=claim_lease_seconds(p, lease_ceiling)) for p in Priority})
     if released:
         messages_enqueue_by_priority(released)
         logger.warning("requeued %d messages abandoned before hand-off", len(released))
-    orphan_age = timedelta(seconds=settings.NOTIFIER_REQUEUE_AFTER_SECONDS)
-    orphans = ledger.orphaned_messages_claim_requeue(older_than=now - orphan_age)
+    requeue_ceiling = settings.NOTIFIER_REQUEUE_AFTER_SECONDS
+    orphans = ledger.orphaned_messages_claim_requeue(older_than={
+        p: now - timedelta(seconds=requeue_after_seconds(p, requeue_ceiling)) for p in Priority})
     if orphans:
         messages_enqueue_by_priority(orphans)
         logger.warning("re-published %d queued messages whose task may be lost", len(orphans))

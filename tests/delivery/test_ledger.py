@@ -105,3 +105,32 @@ def test_each_republish_of_an_orphan_doubles_its_wait(messages):
         return
     # age at the last re-publish was 7 min, only 3 min since: not yet, though past the interval
     assert ledger.orphaned_messages_claim_requeue(older_than=interval) == []
+
+
+def test_each_priority_has_its_own_claim_lease(messages):
+    """A P0 claim abandoned 5 s ago is released (its lease is 4 s); a P2 claim that old is not."""
+    from notifier.priorities import Priority, claim_lease_seconds
+
+    critical, normal = messages[0], messages[1]
+    EmailMessage.objects.filter(pk=critical.pk).update(priority=Priority.CRITICAL)
+    EmailMessage.objects.filter(pk=normal.pk).update(priority=Priority.NORMAL)
+    ids = [critical.pk, normal.pk]
+    ledger.messages_claim(message_ids=ids, token="task-a")
+    EmailMessage.objects.filter(pk__in=ids).update(claimed_at=timezone.now() - timedelta(seconds=5))
+    now = timezone.now()
+    cutoffs = {p: now - timedelta(seconds=claim_lease_seconds(p, 120)) for p in Priority}
+    assert ledger.stale_claims_release(claimed_before=cutoffs) == [(critical.pk, Priority.CRITICAL)]
+    EmailMessage.objects.filter(pk=normal.pk).update(claimed_at=timezone.now() - timedelta(seconds=61))
+    assert ledger.stale_claims_release(claimed_before=cutoffs) == [(normal.pk, Priority.NORMAL)]
+
+
+def test_each_priority_has_its_own_requeue_age(messages):
+    from notifier.priorities import Priority, requeue_after_seconds
+
+    critical, low = messages[0], messages[1]
+    EmailMessage.objects.filter(pk=critical.pk).update(priority=Priority.CRITICAL)
+    EmailMessage.objects.filter(pk__in=[low.pk, messages[2].pk]).update(priority=Priority.LOW)
+    EmailMessage.objects.update(created_at=timezone.now() - timedelta(seconds=10))
+    now = timezone.now()
+    cutoffs = {p: now - timedelta(seconds=requeue_after_seconds(p, 120)) for p in Priority}
+    assert ledger.orphaned_messages_claim_requeue(older_than=cutoffs) == [(critical.pk, Priority.CRITICAL)]
