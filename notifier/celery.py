@@ -7,6 +7,8 @@ import os
 from celery import Celery
 from kombu import Queue
 
+from notifier.broker_compat import harden_redis_channel
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifier.settings")
 
 app = Celery("notifier")
@@ -20,4 +22,5 @@ def _declare_queues() -> None:
 
 
 _declare_queues()
+harden_redis_channel()
 app.autodiscover_tasks()
