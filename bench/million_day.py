@@ -284,8 +284,13 @@ def main() -> None:
     for name, value in asdict(Config()).items():
         if not isinstance(value, dict):
             parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
-    args = parser.parse_args()
-    config = Config(**{k: v for k, v in vars(args).items()})
+    parser.add_argument("--concurrency", default="",
+                        help="processes per pool over the defaults, e.g. normal=4,high=3")
+    args = vars(parser.parse_args())
+    pools = dict(Config().concurrency)
+    pairs = [pair.split("=") for pair in args.pop("concurrency").split(",") if pair]
+    pools.update({name: int(count) for name, count in pairs})
+    config = Config(**args, concurrency=pools)
     import django
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so run() stops its processes

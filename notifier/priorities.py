@@ -47,13 +47,16 @@ class PoolConfig:
     # on a slow but live worker costs only latency: its hand-off mark then fails (claim token).
     claim_lease_seconds: int
     requeue_after_seconds: int
+    # CPU niceness of the pool's processes: on a shared host the kernel then hands a free core to
+    # an OTP or the API before a campaign batch, while bulk pools still use every idle cycle.
+    nice: int
 
 
 POOLS: dict[Priority, PoolConfig] = {
-    Priority.CRITICAL: PoolConfig("email-send-p0", 5, 20, 1, 1, 5, 10, 4, 5),
-    Priority.HIGH: PoolConfig("email-send-p1", 5, 30, 1, 10, 5, 60, 15, 30),
-    Priority.NORMAL: PoolConfig("email-send-p2", 10, 100, 4, 100, 8, 15 * 60, 60, 120),
-    Priority.LOW: PoolConfig("email-send-p3", 2, 20, 4, 500, 8, 60 * 60, 120, 300),
+    Priority.CRITICAL: PoolConfig("email-send-p0", 5, 20, 1, 1, 5, 10, 4, 5, 0),
+    Priority.HIGH: PoolConfig("email-send-p1", 5, 30, 1, 10, 5, 60, 15, 30, 0),
+    Priority.NORMAL: PoolConfig("email-send-p2", 10, 100, 4, 100, 8, 15 * 60, 60, 120, 10),
+    Priority.LOW: PoolConfig("email-send-p3", 2, 20, 4, 500, 8, 60 * 60, 120, 300, 15),
 }
 
 STATUS_QUEUE = "email-status"
@@ -80,6 +83,12 @@ def claim_lease_seconds(priority: Priority | int, ceiling: float) -> float:
 def requeue_after_seconds(priority: Priority | int, ceiling: float) -> float:
     """Age after which this priority's QUEUED transactional row is re-published, capped."""
     return min(POOLS[Priority(priority)].requeue_after_seconds, ceiling)
+
+
+def pool_nice(priority: Priority) -> int:
+    """Niceness for this priority's pool; `NOTIFIER_WORKER_P<n>_NICE` overrides (0 disables)."""
+    pinned = os.environ.get(f"NOTIFIER_WORKER_P{int(priority)}_NICE")
+    return int(pinned) if pinned else POOLS[priority].nice
 
 
 def pool_size(priority: Priority) -> tuple[int, int]:

@@ -149,6 +149,10 @@ NOTIFIER_AMBIGUOUS_AFTER_SECONDS = env.int("NOTIFIER_AMBIGUOUS_AFTER_SECONDS", d
 # A transactional row still QUEUED this long is published again (its task may have been lost):
 # per priority (5 s for P0 .. 300 s for P3), capped by this ceiling, which campaign sweeps use.
 NOTIFIER_REQUEUE_AFTER_SECONDS = env.int("NOTIFIER_REQUEUE_AFTER_SECONDS", default=120)
+# Ledger writes that cannot cause a second send if lost in a PostgreSQL crash (claim, SENT mark,
+# attempt rows) commit without waiting for the WAL flush; the hand-off mark always waits
+# (delivery/services/ledger.py `without_flush_wait`, docs/decisions.md 32).
+NOTIFIER_LEDGER_ASYNC_COMMIT = env.bool("NOTIFIER_LEDGER_ASYNC_COMMIT", default=True)
 # Fault injection for the crash tests only: hold a claimed batch this long before rendering.
 NOTIFIER_FAULT_PAUSE_AFTER_CLAIM = env.float("NOTIFIER_FAULT_PAUSE_AFTER_CLAIM", default=0.0)
 # Fault injection for the poison test only: the worker process dies rendering this recipient.

@@ -2,7 +2,8 @@
 
 Each priority gets its own process pool, consuming only its own queue, so an OTP never waits
 behind prefetched campaign batches (design decision 7). Pool sizes come from
-notifier/priorities.py; `NOTIFIER_WORKER_POOL` picks prefork (default: survives a crashing
+notifier/priorities.py, and so does each pool's CPU niceness (bulk pools yield the CPU to P0/P1
+and the API); `NOTIFIER_WORKER_POOL` picks prefork (default: survives a crashing
 child, and the crash tests need real child processes) or threads.
 """
 
@@ -11,7 +12,15 @@ from __future__ import annotations
 import os
 import sys
 
-from notifier.priorities import MAINTENANCE_QUEUE, POOLS, STATUS_QUEUE, WEBHOOK_QUEUE, Priority, pool_size
+from notifier.priorities import (
+    MAINTENANCE_QUEUE,
+    POOLS,
+    STATUS_QUEUE,
+    WEBHOOK_QUEUE,
+    Priority,
+    pool_nice,
+    pool_size,
+)
 
 
 def _node_name(role: str) -> str:
@@ -42,7 +51,10 @@ def main() -> None:
     if len(sys.argv) != 2 or sys.argv[1] not in [*(p.label for p in Priority), "ops"]:
         sys.exit("usage: python -m notifier.worker critical|high|normal|low|ops")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifier.settings")
-    argv = worker_argv(sys.argv[1])
+    role = sys.argv[1]
+    argv = worker_argv(role)
+    if role != "ops" and pool_nice(Priority.from_label(role)) > 0:
+        os.nice(pool_nice(Priority.from_label(role)))  # inherited by the pool's children
     os.execvp(sys.executable, [sys.executable, "-m", *argv])
 
 

@@ -246,4 +246,4 @@ def _record_attempts(name: str, results: list[SendResult]) -> None:
         f"created_at) VALUES {rows}"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(ledger.without_flush_wait(sql), params)

@@ -134,3 +134,28 @@ def test_each_priority_has_its_own_requeue_age(messages):
     now = timezone.now()
     cutoffs = {p: now - timedelta(seconds=requeue_after_seconds(p, 120)) for p in Priority}
     assert ledger.orphaned_messages_claim_requeue(older_than=cutoffs) == [(critical.pk, Priority.CRITICAL)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_only_the_hand_off_mark_waits_for_the_wal_flush():
+    """Claim and SENT mark commit without the flush wait (a crash can lose them without a second
+    send); the hand-off mark, which exactly-once rests on, must stay synchronous. SQLite has no
+    such setting: every statement there is left as it is."""
+    from django.test.utils import CaptureQueriesContext
+
+    version = template_version()
+    ids = [email_message(version=version).id for _ in range(2)]
+    with CaptureQueriesContext(connection) as queries:
+        assert len(ledger.messages_claim(message_ids=ids, token="t")) == 2
+        assert ledger.messages_mark_started(message_ids=ids, token="t") == set(ids)
+        sent = ledger.messages_mark_sent(provider_ids={i: f"p{i}" for i in ids}, provider="smtp", token="t")
+    assert sent == 2
+    relaxed = [q["sql"].startswith("SET LOCAL synchronous_commit TO OFF") for q in queries.captured_queries]
+    postgres = connection.vendor == "postgresql"
+    assert relaxed == [postgres, False, postgres]
+    assert set(EmailMessage.objects.filter(id__in=ids).values_list("status", flat=True)) == {Status.SENT}
+    if not postgres:
+        return
+    with connection.cursor() as cursor:  # SET LOCAL ended with its statement
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone()[0] == "on"
