@@ -180,6 +180,8 @@ def run(config: Config, base_env: dict[str, str]) -> dict:
     try:
         return _run(config, base_env, state, out)
     finally:
+        if state.get("chaos") is not None:
+            state["chaos"].stop()  # first: its supervisor would restart what we stop below
         for proc in [*state["procs"].values(), state.get("redis")]:
             if proc is not None:
                 proc.kill_group()
@@ -223,7 +225,7 @@ def _run(config: Config, base_env: dict[str, str], state: dict, out: Path) -> di
     roles = [r for r in config.chaos_roles.split(",") if r in procs]
     if "critical" in roles:
         roles += [name for name in procs if name.startswith("critical") and name != "critical"]
-    chaos = procs_mod.Chaos(procs, config.kill_interval, roles=tuple(roles)).start()
+    chaos = state["chaos"] = procs_mod.Chaos(procs, config.kill_interval, roles=tuple(roles)).start()
     timers = _faults(state, env, config, primary, t0, faults)
     why = _wait_done(campaign_id, t0, config)
     load.stop()

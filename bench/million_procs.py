@@ -161,11 +161,15 @@ class Chaos:
             self.events.append({"t": time.time(), "kind": "kill-child", "role": role, "pid": victim.pid})
 
     def start(self) -> Chaos:
-        threading.Thread(target=self.run, daemon=True, name="chaos").start()
+        self._thread = threading.Thread(target=self.run, daemon=True, name="chaos")
+        self._thread.start()
         return self
 
     def stop(self) -> None:
+        """Stop killing and supervising; returns once the thread can no longer restart a process."""
         self._stop.set()
+        if getattr(self, "_thread", None) is not None:
+            self._thread.join(timeout=30)
 
 
 @dataclass

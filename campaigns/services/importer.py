@@ -22,6 +22,7 @@ from itertools import islice
 from django.db import connection, transaction
 
 from campaigns.models import Contact, ContactImport, ContactList
+from campaigns.services.contacts import audience_statistics_refresh
 
 CONTACT_TABLE = Contact._meta.db_table
 MEMBER_TABLE = ContactList.contacts.through._meta.db_table
@@ -101,6 +102,7 @@ def contacts_import(
                 report.written += pending.result()
     if job:
         ContactImport.objects.filter(pk=job.pk).update(finished=True)
+        audience_statistics_refresh()
     return report
 
 

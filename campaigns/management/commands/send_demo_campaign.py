@@ -16,6 +16,7 @@ from django.utils import timezone
 from campaigns.models import Campaign, Contact, ContactList
 from campaigns.progress import ProgressBar
 from campaigns.selectors import campaign_counters
+from campaigns.services.contacts import audience_statistics_refresh
 from campaigns.services.launch import campaign_launch
 from templates.models import Template
 from templates.services import template_create
@@ -91,4 +92,5 @@ def _demo_list(n: int) -> ContactList:
             f"{series}INSERT INTO {members} (contactlist_id, contact_id) SELECT %s, c.id FROM {table} c "
             "WHERE c.email IN (SELECT 'demo-' || x || '@example.com' FROM g) ON CONFLICT DO NOTHING",
             [n - 1, contact_list.pk])
+    audience_statistics_refresh()
     return contact_list
