@@ -84,7 +84,7 @@ def main() -> None:
         name="bench indexes", template_version=version, status=Campaign.Status.QUEUED,
         priority=Priority.NORMAL, audience={"type": "segment", "definition": everyone},
     )
-    sql, before, after = chunk_statement(campaign)
+    statement = chunk_statement(campaign)
     tables = {"old": "bench_msg_old_idx", "new": "bench_msg_new_idx"}
     timings: dict[str, list[float]] = {k: [] for k in tables}
     cursors = {k: 0 for k in tables}
@@ -98,7 +98,8 @@ def main() -> None:
                 started = time.perf_counter()
                 with transaction.atomic(), connection.cursor() as cursor:
                     cursor.execute("SET LOCAL synchronous_commit TO OFF")
-                    cursor.execute(sql.replace(MESSAGE_TABLE, table), [*before, cursors[key], *after])
+                    sql = statement.sql.replace(MESSAGE_TABLE, table)
+                    cursor.execute(sql, statement.params(cursors[key]))
                     cursors[key] = cursor.fetchone()[0]
                 timings[key].append((time.perf_counter() - started) * 1000)
     finally:

@@ -176,6 +176,8 @@ def run(config: Config, base_env: dict[str, str]) -> dict:
     out = Path(config.out).resolve()
     log_dir = out / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
+    for stale in log_dir.glob("*.log"):  # readiness is read from the logs: start them empty
+        stale.unlink()
     state: dict = {"log_dir": log_dir, "procs": {}}
     try:
         return _run(config, base_env, state, out)

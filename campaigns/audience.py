@@ -35,6 +35,11 @@ class AudienceSql:
     params: list[Any] = field(default_factory=list)  # joins' params first, then where's
     # SQL for per-recipient data merged into the message context ('{}' when none).
     data_expr: str = ""
+    # Columns equal to c.id that the fan-out's keyset condition (c.id > cursor) must also bound:
+    # PostgreSQL does not carry an inequality across a join's equality, so with c.id alone the
+    # merge join read a list's membership index from its start on every chunk, quadratic in the
+    # list's size (1M list: 227 ms per chunk at 700k, 500 rows/s; bounded too: 12 ms).
+    keyset_also: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.data_expr:
@@ -48,7 +53,7 @@ def audience_sql(audience: dict, *, campaign_id: int | None = None) -> AudienceS
         return AudienceSql(where=compiled.sql, params=compiled.params)
     if kind == "list":
         joins = f"JOIN {MEMBER_TABLE} m ON m.contact_id = c.id AND m.contactlist_id = %s"
-        return AudienceSql(joins=joins, params=[int(audience["list_id"])])
+        return AudienceSql(joins=joins, params=[int(audience["list_id"])], keyset_also=("m.contact_id",))
     if kind == "inline":
         return _inline_sql(campaign_id)
     raise ValueError(f"unknown audience type {kind!r}")

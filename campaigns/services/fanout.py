@@ -100,9 +100,22 @@ def _insert_columns(
     return columns, exprs, params
 
 
-def chunk_statement(campaign: Campaign) -> tuple[str, list, list]:
-    """(sql, params before the cursor, params after it) for one keyset chunk."""
+@dataclass(frozen=True)
+class ChunkStatement:
+    """One keyset chunk's SQL; the cursor fills one slot per bounded column."""
+
+    sql: str
+    before: list
+    after: list
+    cursor_slots: int
+
+    def params(self, cursor_id: int) -> list:
+        return [*self.before, *[cursor_id] * self.cursor_slots, *self.after]
+
+
+def chunk_statement(campaign: Campaign) -> ChunkStatement:
     audience = audience_sql(campaign.audience, campaign_id=campaign.id)
+    also = "".join(f" AND {column} > %s" for column in audience.keyset_also)
     sched = schedule_sql(campaign.schedule)
     columns, exprs, insert_params = _insert_columns(campaign, campaign.schedule)
     sql = f"""
@@ -110,7 +123,7 @@ WITH scan AS (
   SELECT c.id, c.email, c.name, c.timezone, c.locale, c.attributes, c.subscribed,
          {audience.data_expr} AS data
   FROM {CONTACT_TABLE} c {audience.joins}
-  WHERE {audience.where} AND c.id > %s ORDER BY c.id LIMIT %s
+  WHERE {audience.where} AND c.id > %s{also} ORDER BY c.id LIMIT %s
 ), eligible AS (
   SELECT s.* FROM scan s WHERE s.subscribed
     AND NOT EXISTS (SELECT 1 FROM {SUPPRESSION_TABLE} x WHERE x.email = s.email)
@@ -124,7 +137,8 @@ SELECT (SELECT max(id) FROM scan), (SELECT count(*) FROM scan), (SELECT count(*)
        COALESCE((SELECT array_agg(ARRAY[id::float8, extract(epoch FROM scheduled_for)::float8])
                  FROM ins WHERE status = '{Status.SCHEDULED}'), '{{}}')
 """
-    return sql, audience.params, [CHUNK_SIZE, *insert_params, *sched.params]
+    return ChunkStatement(sql, audience.params, [CHUNK_SIZE, *insert_params, *sched.params],
+                          cursor_slots=1 + len(audience.keyset_also))
 
 
 def campaign_fanout(*, campaign_id: int) -> FanoutReport:
@@ -194,14 +208,14 @@ def _fanout_locked(campaign_id: int, report: FanoutReport) -> FanoutReport:
 
 
 def _postgres_chunk_runner(campaign: Campaign) -> Callable[[int], tuple]:
-    sql, before, after = chunk_statement(campaign)
+    statement = chunk_statement(campaign)
 
     def run(cursor_id: int) -> tuple:
         with connection.cursor() as cursor:
             # No WAL flush wait per chunk: a chunk lost in a crash loses its cursor move with it
             # and is written again on restart; ids published for it find nothing to claim.
             cursor.execute("SET LOCAL synchronous_commit TO OFF")
-            cursor.execute(sql, [*before, cursor_id, *after])
+            cursor.execute(statement.sql, statement.params(cursor_id))
             return cursor.fetchone()
 
     return run
