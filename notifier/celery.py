@@ -35,8 +35,10 @@ app.conf.CELERY_DB_REUSE_MAX = 2**31
 
 @task_prerun.connect
 @task_postrun.connect
-def _close_unusable_db_connections(**_: object) -> None:
+def _close_unusable_db_connections(sender: object = None, **_: object) -> None:
     from django.db import close_old_connections
 
-    close_old_connections()
+    # Not for a task run eagerly (apply()) inside a caller's transaction, as Celery's fixup.
+    if not getattr(getattr(sender, "request", None), "is_eager", False):
+        close_old_connections()
 app.autodiscover_tasks()
