@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import logging
 import signal
+import threading
 import time
 from datetime import timedelta
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
-from django.db import OperationalError, close_old_connections
+from django.db import OperationalError, close_old_connections, connection
 from django.utils import timezone
 from redis.exceptions import RedisError
 
@@ -45,6 +46,7 @@ class Command(BaseCommand):
         interval = float(options["interval"])
         self._next_sweep = 0.0
         self._next_campaign_sweep = 0.0
+        self._sweeper: threading.Thread | None = None
         self._lock = DispatcherLock(ttl_seconds=settings.NOTIFIER_SCHEDULER_LOCK_TTL_SECONDS)
         self.stdout.write(f"scheduler ready (lock token {self._lock.token})")
         try:
@@ -52,6 +54,8 @@ class Command(BaseCommand):
                 started = time.monotonic()
                 self._tick(budget=max(interval, settings.NOTIFIER_SCHEDULER_LOCK_TTL_SECONDS / 2))
                 if options["once"]:
+                    if self._sweeper is not None:
+                        self._sweeper.join()
                     return
                 time.sleep(max(0.0, interval - (time.monotonic() - started)))
         finally:
@@ -97,14 +101,22 @@ class Command(BaseCommand):
         if restored:
             logger.warning("re-added %d overdue scheduled messages to the due set", restored)
 
-    def _campaign_sweep(self) -> None:
-        """Campaign fan-outs, and campaign send tasks, lost with the broker are published again."""
+    def _campaign_sweep(self) -> threading.Thread | None:
+        """Campaign fan-outs, and campaign send tasks, lost with the broker are published again.
+
+        In a thread of its own: after a broker loss, re-publishing a 1M campaign's rows takes
+        tens of seconds, and inline it held up the tick that dispatches due sends and recovers
+        P0 rows (1M run: one OTP 22 s late, scheduled-send lateness p99 31 s).
+        """
         if time.monotonic() < self._next_campaign_sweep:
-            return
+            return None
+        if self._sweeper is not None and self._sweeper.is_alive():
+            return None
         stall = settings.NOTIFIER_CAMPAIGN_FANOUT_STALL_SECONDS
         self._next_campaign_sweep = time.monotonic() + max(1.0, stall / 4)
-        campaigns_lost_fanout_republish()
-        campaigns_stalled_sends_republish()
+        self._sweeper = threading.Thread(target=_campaign_sweep_run, name="campaign-sweep", daemon=True)
+        self._sweeper.start()
+        return self._sweeper
 
     def _release(self) -> None:
         try:
@@ -114,3 +126,14 @@ class Command(BaseCommand):
 
     def _stop(self, *_: object) -> None:
         self._running = False
+
+
+def _campaign_sweep_run() -> None:
+    try:
+        campaigns_lost_fanout_republish()
+        campaigns_stalled_sends_republish()
+    except Exception:
+        # Database or broker down: the next sweep interval tries again; nothing is lost.
+        logger.exception("campaign sweep failed; retrying at the next interval")
+    finally:
+        connection.close()  # this thread's own connection
