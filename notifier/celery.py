@@ -41,4 +41,6 @@ def _close_unusable_db_connections(sender: object = None, **_: object) -> None:
     # Not for a task run eagerly (apply()) inside a caller's transaction, as Celery's fixup.
     if not getattr(getattr(sender, "request", None), "is_eager", False):
         close_old_connections()
+
+
 app.autodiscover_tasks()

@@ -3,8 +3,9 @@
 Each tick (default every second): the holder of the dispatcher lock returns expired claims to
 the due set and dispatches every due message (scheduling.services.dispatcher), then every
 scheduler runs the recovery loop (stale claims back to their queue, lost tasks re-published,
-unanswered hand-offs held as AMBIGUOUS), and campaign fan-outs lost on the way to the broker are
-published again (campaigns.services.recovery). Several can run at once: the lock only saves work,
+unanswered hand-offs held as AMBIGUOUS), and campaign fan-outs and send tasks lost on the way to
+or inside the broker are published again (campaigns.services.recovery), from a thread of its own
+so a long re-publish never delays the tick. Several can run at once: the lock only saves work,
 every step is fenced in the database.
 """
 
