@@ -53,8 +53,9 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifier.settings")
     role = sys.argv[1]
     argv = worker_argv(role)
-    if role != "ops" and pool_nice(Priority.from_label(role)) > 0:
-        os.nice(pool_nice(Priority.from_label(role)))  # inherited by the pool's children
+    nice = 0 if role == "ops" else pool_nice(Priority.from_label(role))
+    if nice > 0:
+        os.nice(nice)  # inherited by the pool's children
     os.execvp(sys.executable, [sys.executable, "-m", *argv])
 
 

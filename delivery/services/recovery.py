@@ -8,8 +8,9 @@ AMBIGUOUS (unsafe to repeat; reconciled from webhooks or a provider lookup).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.utils import timezone
@@ -28,17 +29,21 @@ class RecoveryReport:
     ambiguous: int
 
 
+def _cutoffs(now: datetime, seconds_for: Callable[[Priority, float], float],
+             ceiling: float) -> dict[Priority, datetime]:
+    """Per priority: the instant before which a row of that priority is overdue."""
+    return {p: now - timedelta(seconds=seconds_for(p, ceiling)) for p in Priority}
+
+
 def stalled_messages_recover() -> RecoveryReport:
     now = timezone.now()
-    lease_ceiling = settings.NOTIFIER_CLAIM_LEASE_SECONDS
-    released = ledger.stale_claims_release(claimed_before={
-        p: now - timedelta(seconds=claim_lease_seconds(p, lease_ceiling)) for p in Priority})
+    released = ledger.stale_claims_release(
+        claimed_before=_cutoffs(now, claim_lease_seconds, settings.NOTIFIER_CLAIM_LEASE_SECONDS))
     if released:
         messages_enqueue_by_priority(released)
         logger.warning("requeued %d messages abandoned before hand-off", len(released))
-    requeue_ceiling = settings.NOTIFIER_REQUEUE_AFTER_SECONDS
-    orphans = ledger.orphaned_messages_claim_requeue(older_than={
-        p: now - timedelta(seconds=requeue_after_seconds(p, requeue_ceiling)) for p in Priority})
+    orphans = ledger.orphaned_messages_claim_requeue(
+        older_than=_cutoffs(now, requeue_after_seconds, settings.NOTIFIER_REQUEUE_AFTER_SECONDS))
     if orphans:
         messages_enqueue_by_priority(orphans)
         logger.warning("re-published %d queued messages whose task may be lost", len(orphans))

@@ -8,7 +8,6 @@ both P0 pools died at once, ~10 s without a P0 consumer). notifier/broker.py tol
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 from collections import Counter
@@ -16,45 +15,28 @@ from collections import Counter
 import pytest
 import requests
 
+from bench.million_procs import dedicated_redis, wait_redis
 from clients.services import api_client_create
 from tests.support import processes
 from tests.support.ports import free_port
 from tests.support.waiting import wait_for
+from tests.support.web import post_otp
 
 pytestmark = pytest.mark.e2e
 
 
-class RedisServer:
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.process: subprocess.Popen | None = None
-
-    def start(self) -> RedisServer:
-        self.process = subprocess.Popen(
-            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
-             "--appendonly", "no"], stdout=subprocess.DEVNULL)
-        assert wait_for(self._answers, timeout=10), "redis-server did not answer"
-        return self
-
-    def _answers(self) -> bool:
-        import redis
-
-        try:
-            return bool(redis.Redis(port=self.port, socket_timeout=1).ping())
-        except redis.ConnectionError:
-            return False
-
-    def kill(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=10)
+@pytest.fixture
+def broker_port() -> int:
+    return free_port()
 
 
 @pytest.fixture
-def broker():
-    server = RedisServer(free_port()).start()
+def broker(broker_port, tmp_path):
+    """A Redis of its own (no persistence), killed and restarted by the test."""
+    server = dedicated_redis(broker_port, tmp_path).start()
+    wait_redis(broker_port)
     yield server
-    server.kill()
+    server.kill_group()
 
 
 class OtpStream:
@@ -68,11 +50,9 @@ class OtpStream:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _post(self, session: requests.Session, n: int) -> None:
-        body = {"to": f"user{n}@example.com", "template": "otp", "priority": "critical",
-                "context": {"name": "Ada", "code": str(n)}, "idempotency_key": f"otp-{n}"}
         for _ in range(50):
-            response = session.post(f"http://127.0.0.1:{self.port}/api/v1/messages", json=body,
-                                    headers={"Authorization": f"Api-Key {self.key}"}, timeout=10)
+            response = post_otp(f"http://127.0.0.1:{self.port}", self.key, n, session,
+                                idempotency_key=f"otp-{n}")
             if response.status_code == 202:
                 self.accepted.append(response.json()["id"])
                 return
@@ -95,9 +75,9 @@ class OtpStream:
         self._thread.join(timeout=30)
 
 
-def test_worker_survives_redis_broker_restarts_under_load(broker, process_env, otp_template,
+def test_worker_survives_redis_broker_restarts_under_load(broker, broker_port, process_env, otp_template,
                                                          smtp_server, spawn, tmp_path):
-    env = {**process_env, "CELERY_BROKER_URL": f"redis://127.0.0.1:{broker.port}/0"}
+    env = {**process_env, "CELERY_BROKER_URL": f"redis://127.0.0.1:{broker_port}/0"}
     _, key = api_client_create(name="svc")
     port = free_port()
     web = spawn(processes.web_server(env, tmp_path, port))
@@ -108,9 +88,10 @@ def test_worker_survives_redis_broker_restarts_under_load(broker, process_env, o
     with OtpStream(port, key) as stream:
         for _ in range(3):
             time.sleep(3)
-            broker.kill()
+            broker.kill_group()
             time.sleep(0.5)
             broker.start()
+            wait_redis(broker_port)
         time.sleep(3)
     assert worker.process.poll() is None and "Unrecoverable error" not in worker.log(), (
         worker.log()[-4000:])

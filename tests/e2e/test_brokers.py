@@ -11,13 +11,13 @@ import time
 from collections import Counter
 
 import pytest
-import requests
 from kombu import Connection
 
 from clients.services import api_client_create
 from delivery.models import EmailMessage
 from tests.support import processes
 from tests.support.ports import free_port
+from tests.support.web import post_otp
 
 AMQP_URL = "amqp://guest:guest@127.0.0.1:5672//"
 
@@ -56,12 +56,7 @@ def test_critical_message_through_gunicorn_and_each_broker(broker_env, otp_templ
     worker.wait_for_log("ready.")
     sent_ids = []
     for n in range(5):
-        response = requests.post(
-            f"http://127.0.0.1:{port}/api/v1/messages",
-            json={"to": f"user{n}@example.com", "template": "otp", "priority": "critical",
-                  "context": {"name": "Ada", "code": str(n)}},
-            headers={"Authorization": f"Api-Key {key}"}, timeout=10,
-        )
+        response = post_otp(f"http://127.0.0.1:{port}", key, n)
         assert response.status_code == 202, response.text
         sent_ids.append(response.json()["id"])
     assert all(_wait_sent(message_id, timeout=15) for message_id in sent_ids)

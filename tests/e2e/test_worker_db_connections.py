@@ -11,22 +11,19 @@ import time
 from collections import Counter
 
 import pytest
-import requests
 from django.db import connection
 
 from delivery.models import EmailMessage
 from tests.support import processes
 from tests.support.waiting import wait_for
+from tests.support.web import post_otp
 
 pytestmark = pytest.mark.e2e
 APP_NAME = "notifier-conn-reuse-test"
 
 
 def _send_otp(live_server, key: str, n: int) -> int:
-    response = requests.post(
-        f"{live_server.url}/api/v1/messages", timeout=5, headers={"Authorization": f"Api-Key {key}"},
-        json={"to": f"user{n}@example.com", "template": "otp", "priority": "critical",
-              "context": {"name": "Ada", "code": str(n)}})
+    response = post_otp(live_server.url, key, n)
     assert response.status_code == 202, response.text
     message_id = response.json()["id"]
     sent = wait_for(lambda: EmailMessage.objects.get(pk=message_id).status == EmailMessage.Status.SENT,

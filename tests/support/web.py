@@ -28,3 +28,12 @@ def wait_until_serving(port: int, timeout: float = 90.0) -> None:
         except requests.RequestException:  # not listening yet, or still importing Django
             time.sleep(0.2)
     raise TimeoutError(f"gunicorn on {port} did not start")
+
+
+def post_otp(base_url: str, key: str, n: int, session: requests.Session | None = None,
+             **extra: object) -> requests.Response:
+    """POST /api/v1/messages: the `otp` template at critical priority to user<n>@example.com."""
+    body = {"to": f"user{n}@example.com", "template": "otp", "priority": "critical",
+            "context": {"name": "Ada", "code": str(n)}, **extra}
+    return (session or requests).post(f"{base_url}/api/v1/messages", json=body, timeout=10,
+                                      headers={"Authorization": f"Api-Key {key}"})
