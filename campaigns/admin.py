@@ -26,7 +26,7 @@ class EstimatedCountPaginator(Paginator):
     @cached_property
     def count(self) -> int:
         query = getattr(self.object_list, "query", None)
-        if query is not None and not query.where and connection.vendor == "postgresql":
+        if query is not None and not query.where:
             with connection.cursor() as cursor:
                 cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE relname = %s",
                                [self.object_list.model._meta.db_table])

@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from zoneinfo import available_timezones
 
-from django.db import connection
-
 MAX_DEPTH = 3
 MAX_CONDITIONS = 100
 MAX_IN_VALUES = 1000
@@ -141,11 +139,7 @@ def _attribute(node: dict, path: str) -> CompiledSegment:
 
 def _numeric_attribute() -> str:
     """The attribute as a number, NULL when it is not one (never a cast error mid-fan-out)."""
-    if connection.vendor == "postgresql":
-        return "(CASE WHEN (c.attributes ->> %s) ~ '" + _NUMBER + "' THEN (c.attributes ->> %s)::numeric END)"
-    value = "(c.attributes ->> %s)"
-    return (f"(CASE WHEN typeof({value}) IN ('integer', 'real') THEN {value} WHEN {value} GLOB '[0-9]*' "
-            f"AND NOT {value} GLOB '*[^0-9.]*' THEN CAST({value} AS REAL) END)")
+    return "(CASE WHEN (c.attributes ->> %s) ~ '" + _NUMBER + "' THEN (c.attributes ->> %s)::numeric END)"
 
 
 def _text_values(op: Any, value: Any, path: str) -> list[str]:

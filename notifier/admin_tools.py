@@ -29,7 +29,7 @@ class LargeTablePaginator(Paginator):
         query = getattr(queryset, "query", None)
         if query is None:
             return len(queryset)
-        if not query.where and connections[queryset.db].vendor == "postgresql":
+        if not query.where:
             estimate = _estimated_rows(queryset.db, queryset.model._meta.db_table)
             if estimate > COUNT_CAP:
                 return estimate

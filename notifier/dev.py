@@ -1,19 +1,30 @@
 """`make run`: the whole system in the foreground on embedded defaults; Ctrl-C stops it all.
 
-Starts (unless the environment points elsewhere) the embedded Redis and the SMTP sink, migrates,
-ensures a demo API key and template, then runs every process of the Procfile under honcho and
-prints a curl command that sends an email which lands in var/mail/.
+Starts (unless the environment points elsewhere) the embedded PostgreSQL, the embedded Redis and
+the SMTP sink, migrates, ensures a demo API key and template, then runs every process of the
+Procfile under honcho and, once the web server and the critical pool answer, prints a curl command
+that sends an email which lands in var/mail/. Ctrl-C (or SIGTERM) stops every process it started,
+the embedded servers included.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
+import psutil
+
+from notifier.embedded import embedded_postgres, embedded_redis
+
 BASE_DIR = Path(__file__).resolve().parent.parent
+READY_TIMEOUT_SECONDS = 120.0
+CRITICAL_QUEUE = "email-send-p0"
 DEMO_TEMPLATE = {
     "name": "welcome",
     "subject": "Welcome, {{ name }}!",
@@ -38,13 +49,27 @@ def _prepare_environment() -> dict[str, str]:
     env.setdefault("PORT", "8000")
     env.setdefault("NOTIFIER_WORKER_SCALE", "0.1")
     env.setdefault("NOTIFIER_WORKER_P2_CONCURRENCY", "2")
-    if not env.get("REDIS_URL"):
-        from notifier.embedded import ensure_embedded_redis
-
-        socket = ensure_embedded_redis(BASE_DIR / "var" / "redis")
-        env["REDIS_URL"] = f"unix://{socket}"
-        env.setdefault("CELERY_BROKER_URL", f"redis+socket://{socket}")
     return env
+
+
+def _start_embedded_services(env: dict[str, str]) -> list:
+    """The embedded PostgreSQL and Redis the settings point at when no URL is set.
+
+    Returns the ones this launcher started (and so stops); a server already running (another
+    `make run`, a test session) is used as it is.
+    """
+    var_dir = Path(env.get("NOTIFIER_VAR_DIR") or BASE_DIR / "var")
+    started = []
+    if not env.get("DATABASE_URL"):
+        postgres = embedded_postgres(var_dir)
+        print(f"Starting the embedded PostgreSQL in {postgres.pgdata} ...", flush=True)
+        if postgres.start():
+            started.append(postgres)
+    if not env.get("REDIS_URL"):
+        redis = embedded_redis(var_dir)
+        if redis.start():
+            started.append(redis)
+    return started
 
 
 def _start_smtp_sink(env: dict[str, str]) -> subprocess.Popen | None:
@@ -78,7 +103,7 @@ def _ensure_demo_template() -> None:
 def _print_banner(env: dict[str, str], key: str) -> None:
     port = env["PORT"]
     print(
-        f"\nnotifier is starting on http://127.0.0.1:{port}  (admin: /admin/, health: /healthz,"
+        f"\nnotifier is ready on http://127.0.0.1:{port}  (admin: /admin/, health: /healthz,"
         f" Flower: http://127.0.0.1:{env.get('FLOWER_PORT', '5555')})\n"
         "Send an email (it lands in var/mail/ as an .eml file):\n\n"
         f"curl -s -X POST http://127.0.0.1:{port}/api/v1/messages \\\n"
@@ -93,31 +118,80 @@ def _interrupt(*_: object) -> None:
     raise KeyboardInterrupt
 
 
+def _wait_until_ready(env: dict[str, str], honcho: subprocess.Popen) -> bool:
+    """True once /healthz answers 200 and a worker consumes the critical queue."""
+    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+    url = f"http://127.0.0.1:{env['PORT']}/healthz"
+    while time.monotonic() < deadline and honcho.poll() is None:
+        if _answers(url) and _critical_pool_consumes(env):
+            return True
+        time.sleep(1)
+    return False
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def _critical_pool_consumes(env: dict[str, str]) -> bool:
+    command = [sys.executable, "-m", "celery", "-A", "notifier", "inspect", "active_queues",
+               "--json", "--timeout", "2"]
+    result = subprocess.run(command, cwd=BASE_DIR, env=env, capture_output=True, text=True)
+    return result.returncode == 0 and f'"{CRITICAL_QUEUE}"' in result.stdout
+
+
+def _stop_descendants() -> None:
+    """Whatever honcho left behind (a pool child that outlived its parent) goes too."""
+    children = psutil.Process().children(recursive=True)
+    for child in children:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.terminate()
+    _, alive = psutil.wait_procs(children, timeout=10)
+    for child in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.kill()
+
+
+def _run_processes(env: dict[str, str], key: str) -> None:
+    honcho = [sys.executable, "-m", "honcho", "-f", "Procfile", "start", "-p", env["PORT"]]
+    process = subprocess.Popen(honcho, cwd=BASE_DIR, env=env)
+    try:
+        if _wait_until_ready(env, process):
+            _print_banner(env, key)
+        elif process.poll() is None:
+            print(f"notifier did not answer within {READY_TIMEOUT_SECONDS:.0f} s; see the log above.",
+                  file=sys.stderr, flush=True)
+        process.wait()
+    except KeyboardInterrupt:
+        process.send_signal(signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=30)
+
+
 def main() -> None:
     signal.signal(signal.SIGTERM, _interrupt)  # stop everything on SIGTERM as on Ctrl-C
     os.chdir(BASE_DIR)
-    embedded_redis = not os.environ.get("REDIS_URL")
     env = _prepare_environment()
-    os.environ.update(env)
-    sink = _start_smtp_sink(env)
+    services: list = []
+    sink = None
     try:
+        services = _start_embedded_services(env)
+        sink = _start_smtp_sink(env)
         _manage("migrate", "--noinput")
         _ensure_demo_template()
-        _print_banner(env, _demo_key())
-        honcho = [sys.executable, "-m", "honcho", "-f", "Procfile", "start", "-p", env["PORT"]]
-        process = subprocess.Popen(honcho, cwd=BASE_DIR, env=env)
-        try:
-            process.wait()
-        except KeyboardInterrupt:
-            process.send_signal(signal.SIGINT)
-            process.wait(timeout=30)
+        _run_processes(env, _demo_key())
+    except KeyboardInterrupt:
+        pass
     finally:
         if sink:
             sink.terminate()
-        if embedded_redis:
-            from notifier.embedded import stop_embedded_redis
-
-            stop_embedded_redis(BASE_DIR / "var" / "redis")
+        _stop_descendants()
+        for service in reversed(services):
+            service.stop()
 
 
 if __name__ == "__main__":

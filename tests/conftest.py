@@ -11,7 +11,10 @@ from clients.services import api_client_create
 from notifier.celery import app as celery_app
 from templates.services import template_create
 from tests.support import processes
+from tests.support.session_services import pytest_configure, pytest_unconfigure
 from tests.support.smtp import RecordingSmtpServer
+
+__all__ = ["pytest_configure", "pytest_unconfigure"]  # the session's services (hooks)
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ import json
 from dataclasses import dataclass, field
 
 from django.db import connection, transaction
-from django.utils import timezone
 
 from campaigns.models import Contact, ContactList, Suppression
 from campaigns.validation import CONTACT_FIELDS, contact_row_clean
@@ -64,12 +63,9 @@ def contacts_bulk_upsert(*, rows: list, list_id: int | None = None) -> BulkResul
     if not cleaned:
         return result
     with transaction.atomic(), connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            present = json.dumps({email: dict.fromkeys(row, True) for email, row in cleaned.items()})
-            cursor.execute(_UPSERT_SQL, [json.dumps(list(cleaned.values())), *[present] * 4])
-            rows = cursor.fetchall()
-        else:
-            rows = _bulk_upsert_sqlite(cursor, list(cleaned.values()))
+        present = json.dumps({email: dict.fromkeys(row, True) for email, row in cleaned.items()})
+        cursor.execute(_UPSERT_SQL, [json.dumps(list(cleaned.values())), *[present] * 4])
+        rows = cursor.fetchall()
         for contact_id, inserted in rows:
             result.contact_ids.append(contact_id)
             result.created += int(inserted)
@@ -79,40 +75,12 @@ def contacts_bulk_upsert(*, rows: list, list_id: int | None = None) -> BulkResul
     return result
 
 
-def _bulk_upsert_sqlite(cursor, rows: list[dict]) -> list[tuple[int, bool]]:
-    """SQLite (embedded defaults): stage rows in a temp table; absent fields keep stored values."""
-    now = Contact._meta.get_field("created_at").get_db_prep_save(timezone.now(), connection)
-    cursor.execute("CREATE TEMP TABLE IF NOT EXISTS bulk_rows (email TEXT PRIMARY KEY, name TEXT, "
-                   "timezone TEXT, locale TEXT, attributes TEXT, subscribed INTEGER)")
-    cursor.execute("DELETE FROM bulk_rows")
-    fields = ", ".join(f"json_extract(value, '$.{f}')" for f in
-                       ("email", "name", "timezone", "locale", "attributes", "subscribed"))
-    cursor.execute(f"INSERT INTO bulk_rows SELECT {fields} FROM json_each(%s)", [json.dumps(rows)])
-    cursor.execute(f"SELECT email FROM {CONTACT_TABLE} WHERE email IN (SELECT email FROM bulk_rows)")
-    existing = {row[0] for row in cursor.fetchall()}
-    kept = ", ".join(f"{f} = COALESCE((SELECT b.{f} FROM bulk_rows b WHERE b.email = excluded.email), "
-                     f"{CONTACT_TABLE}.{f})" for f in ("name", "timezone", "locale", "subscribed"))
-    cursor.execute(
-        f"INSERT INTO {CONTACT_TABLE} (email, name, timezone, locale, attributes, subscribed, created_at, "
-        "updated_at) SELECT email, COALESCE(name, ''), COALESCE(timezone, ''), COALESCE(locale, ''), "
-        "COALESCE(attributes, '{}'), COALESCE(subscribed, 1), %s, %s FROM bulk_rows WHERE TRUE "
-        f"ON CONFLICT (email) DO UPDATE SET {kept}, "
-        f"attributes = json_patch({CONTACT_TABLE}.attributes, excluded.attributes), "
-        "updated_at = excluded.updated_at RETURNING id, email",
-        [now, now],
-    )
-    return [(contact_id, email not in existing) for contact_id, email in cursor.fetchall()]
-
-
 def list_members_add(*, list_id: int, contact_ids: list[int]) -> int:
-    if connection.vendor == "postgresql":
-        sql, ids = "SELECT %s, unnest(%s::bigint[])", contact_ids
-    else:
-        sql, ids = "SELECT %s, value FROM json_each(%s) WHERE TRUE", json.dumps(contact_ids)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {MEMBER_TABLE} (contactlist_id, contact_id) {sql} ON CONFLICT DO NOTHING",
-            [list_id, ids],
+            f"INSERT INTO {MEMBER_TABLE} (contactlist_id, contact_id) "
+            "SELECT %s, unnest(%s::bigint[]) ON CONFLICT DO NOTHING",
+            [list_id, contact_ids],
         )
         return cursor.rowcount
 
@@ -133,14 +101,12 @@ def suppression_delete(*, email: str) -> bool:
 
 
 def audience_statistics_refresh() -> None:
-    """ANALYZE the contact and list-membership tables after a bulk load (PostgreSQL only).
+    """ANALYZE the contact and list-membership tables after a bulk load.
 
     Autovacuum analyzes a table only once ~10% of it has changed, on its own schedule. A campaign
     launched right after a million-row load planned its first fan-out chunk on empty statistics
     and that one chunk ran for over a minute (the million-day run); after ANALYZE each chunk of
     1,000 takes tens of milliseconds.
     """
-    if connection.vendor != "postgresql":
-        return
     with connection.cursor() as cursor:
         cursor.execute(f"ANALYZE {CONTACT_TABLE}, {MEMBER_TABLE}")

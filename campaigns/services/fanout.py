@@ -154,9 +154,7 @@ def campaign_fanout(*, campaign_id: int) -> FanoutReport:
 
 
 def campaign_lock(campaign_id: int, *, wait: bool) -> bool:
-    """PostgreSQL session advisory lock; SQLite serialises writers itself (no-op there)."""
-    if connection.vendor != "postgresql":
-        return True
+    """A PostgreSQL session advisory lock on the campaign (True when held)."""
     function = "pg_advisory_lock" if wait else "pg_try_advisory_lock"
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT {function}(%s, %s)", [LOCK_NAMESPACE, campaign_id])
@@ -164,9 +162,8 @@ def campaign_lock(campaign_id: int, *, wait: bool) -> bool:
 
 
 def campaign_unlock(campaign_id: int) -> None:
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_NAMESPACE, campaign_id])
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_NAMESPACE, campaign_id])
 
 
 def _start(campaign_id: int) -> Campaign | None:
@@ -207,7 +204,7 @@ def _fanout_locked(campaign_id: int, report: FanoutReport) -> FanoutReport:
         return _chunks_write(campaign, report, publisher)
 
 
-def _postgres_chunk_runner(campaign: Campaign) -> Callable[[int], tuple]:
+def _chunk_runner(campaign: Campaign) -> Callable[[int], tuple]:
     statement = chunk_statement(campaign)
 
     def run(cursor_id: int) -> tuple:
@@ -223,12 +220,7 @@ def _postgres_chunk_runner(campaign: Campaign) -> Callable[[int], tuple]:
 
 def _chunks_write(campaign: Campaign, report: FanoutReport, publisher: _Publisher) -> FanoutReport:
     publishes = schedule_sql(campaign.schedule).publishes
-    if connection.vendor == "postgresql":
-        run_chunk = _postgres_chunk_runner(campaign)
-    else:
-        from campaigns.services.fanout_sqlite import sqlite_chunk_runner
-
-        run_chunk = sqlite_chunk_runner(campaign, _insert_columns)
+    run_chunk = _chunk_runner(campaign)
     cursor_id = campaign.fanout_cursor
     while True:
         with transaction.atomic():

@@ -2,8 +2,7 @@
 
 Every change names the state it expects (and, while SENDING, the claim token), so a late or
 duplicate worker changes nothing: the database, not Redis or the broker, fences double sends.
-RETURNING is used so a single round trip both changes and reports the rows (PostgreSQL, and
-SQLite >= 3.35).
+RETURNING is used so a single round trip both changes and reports the rows.
 """
 
 from __future__ import annotations
@@ -39,8 +38,7 @@ def without_flush_wait(sql: str) -> str:
     WAL is flushed in order, flushing it makes the claim before it durable too. Sampled under
     load, 73% of active backends were waiting for WAL flushes before this.
     """
-    if (connection.vendor != "postgresql" or connection.in_atomic_block
-            or not settings.NOTIFIER_LEDGER_ASYNC_COMMIT):
+    if connection.in_atomic_block or not settings.NOTIFIER_LEDGER_ASYNC_COMMIT:
         return sql
     # Several statements in one query string run as one implicit transaction: SET LOCAL
     # covers exactly the statement after it.
@@ -126,7 +124,6 @@ def messages_mark_sent(*, provider_ids: dict[int, str], provider: str, token: st
     params += [Status.SENT, timezone.now(), provider, Status.SENDING, token]
     with connection.cursor() as cursor:
         cursor.execute(without_flush_wait(sql), params)
-        # Counted from RETURNING: sqlite3 reports rowcount -1 for a statement starting with WITH.
         return len(cursor.fetchall())
 
 
@@ -185,21 +182,18 @@ def orphaned_messages_claim_requeue(*, older_than: Cutoff) -> list[tuple[int, in
     Campaign rows are left to the campaign sweeps, which track their own progress. A second
     publish of a row whose task still exists is harmless (the claim lets only one send), but
     under a long backlog re-publishing every row each interval feeds the backlog it waits on
-    (seen in the million-day scenario), so on PostgreSQL each re-publish doubles the row's wait:
+    (seen in the million-day scenario), so each re-publish doubles the row's wait:
     again only once its time since the last re-publish exceeds its age at that re-publish.
     """
     now = timezone.now()
     created, created_params = _older_than("created_at", older_than)
     requeued, requeued_params = _older_than("requeued_at", older_than)
-    backoff, backoff_params = "", []
-    if connection.vendor == "postgresql":
-        backoff, backoff_params = "AND requeued_at + (requeued_at - created_at) < %s", [now]
     sql = (
         f"UPDATE {TABLE} SET requeued_at = %s WHERE status = %s AND campaign_id IS NULL "
         f"AND claimed_at IS NULL AND ((requeued_at IS NULL AND {created}) "
-        f"OR ({requeued} {backoff})) RETURNING id, priority"
+        f"OR ({requeued} AND requeued_at + (requeued_at - created_at) < %s)) RETURNING id, priority"
     )
-    params = [now, Status.QUEUED, *created_params, *requeued_params, *backoff_params]
+    params = [now, Status.QUEUED, *created_params, *requeued_params, now]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [(row[0], row[1]) for row in cursor.fetchall()]

@@ -170,15 +170,12 @@ def provider_health(*, minutes: int = 15) -> list[dict[str, Any]]:
 
 
 def _latency_p95(since) -> dict[str, float]:
-    """95th percentile of provider call time (ms) per provider; average off PostgreSQL."""
+    """95th percentile of provider call time (ms) per provider."""
     table = DeliveryAttempt._meta.db_table
-    if connection.vendor == "postgresql":
-        sql = (
-            f"SELECT provider, percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) "
-            f"FROM {table} WHERE created_at >= %s GROUP BY provider"
-        )
-    else:
-        sql = f"SELECT provider, AVG(duration_ms) FROM {table} WHERE created_at >= %s GROUP BY provider"
+    sql = (
+        f"SELECT provider, percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) "
+        f"FROM {table} WHERE created_at >= %s GROUP BY provider"
+    )
     with connection.cursor() as cursor:
         cursor.execute(sql, [since])
         return {provider: round(float(value), 1) for provider, value in cursor.fetchall()}

@@ -55,15 +55,12 @@ _REF_FIELDS = ("id", "status", "campaign_id", "client_id", "recipient", "provide
 def _refs_by_id(ids: set[int]) -> dict[int, MessageRef]:
     if not ids:
         return {}
-    if connection.vendor == "postgresql":
-        # `= ANY(array)`: one parameter instead of an IN list the ORM builds value by value
-        # (~20 ms per 1,000 ids, measured).
-        sql = f"SELECT {', '.join(_REF_FIELDS)} FROM {EmailMessage._meta.db_table} WHERE id = ANY(%s)"
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [sorted(ids)])
-            rows = cursor.fetchall()
-    else:
-        rows = EmailMessage.objects.filter(id__in=ids).values_list(*_REF_FIELDS)
+    # `= ANY(array)`: one parameter instead of an IN list the ORM builds value by value
+    # (~20 ms per 1,000 ids, measured).
+    sql = f"SELECT {', '.join(_REF_FIELDS)} FROM {EmailMessage._meta.db_table} WHERE id = ANY(%s)"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [sorted(ids)])
+        rows = cursor.fetchall()
     return {row[0]: MessageRef(*row) for row in rows}
 
 

@@ -88,15 +88,11 @@ def _insert(keys: Sequence[MarkKey], marks: dict[MarkKey, datetime], *, conflict
 def marks_for_messages(message_ids: Sequence[int]) -> dict[int, dict[str, datetime]]:
     """All marks of these messages: {message id: {mark: first_at}}."""
     facts: dict[int, dict[str, datetime]] = {}
-    if connection.vendor == "postgresql":  # one array parameter, not an ORM-built IN list
-        sql = f"SELECT message_id, event_type, first_at FROM {MARK_TABLE} WHERE message_id = ANY(%s)"
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [list(message_ids)])
-            rows = cursor.fetchall()
-    else:
-        rows = MessageEventMark.objects.filter(message_id__in=message_ids).values_list(
-            "message_id", "event_type", "first_at"
-        )
+    # One array parameter, not an ORM-built IN list.
+    sql = f"SELECT message_id, event_type, first_at FROM {MARK_TABLE} WHERE message_id = ANY(%s)"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [list(message_ids)])
+        rows = cursor.fetchall()
     for message_id, name, first_at in rows:
         facts.setdefault(message_id, {})[name] = first_at
     return facts

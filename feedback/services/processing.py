@@ -62,9 +62,8 @@ def _relax_commit() -> None:
     transaction also marks its delivery processed, so a crash that loses the last commits
     loses them whole: the delivery is pending again and is reprocessed idempotently.
     """
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL synchronous_commit TO OFF")
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL synchronous_commit TO OFF")
 
 
 def _apply(stored: list[StoredEvent], report: ProcessReport) -> None:

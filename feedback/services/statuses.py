@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import Case, DateTimeField, Q, Value, When
 
 from delivery.models import EmailMessage
 from delivery.services.reconcile import message_reconcile
@@ -67,10 +66,7 @@ def message_statuses_apply(*, message_ids: Sequence[int]) -> list[int]:
     facts = marks_for_messages(sorted(set(message_ids)))
     if not facts:
         return []
-    if connection.vendor == "postgresql":
-        _apply_postgres(facts)
-    else:
-        _apply_orm(facts)
+    _apply_marks(facts)
     return list(
         EmailMessage.objects.filter(id__in=list(facts), status=Status.SENDING).values_list("id", flat=True)
     )
@@ -82,7 +78,7 @@ def _rank_sql(column: str) -> str:
     return f"(CASE {column} {whens} ELSE 99 END)"
 
 
-def _apply_postgres(facts: dict[int, dict[str, datetime]]) -> None:
+def _apply_marks(facts: dict[int, dict[str, datetime]]) -> None:
     """One UPDATE for the whole batch: status by rank, each timestamp to the earliest seen.
 
     A VALUES join rather than CASE-per-row expressions: building those in the ORM cost ~0.2 s
@@ -107,27 +103,6 @@ def _apply_postgres(facts: dict[int, dict[str, datetime]]) -> None:
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-
-
-def _apply_orm(facts: dict[int, dict[str, datetime]]) -> None:
-    """Portable path (SQLite): one UPDATE per target status and one per timestamp column."""
-    by_target: dict[str, list[int]] = {}
-    for message_id, marks in facts.items():
-        target = target_status(marks)
-        if target:
-            by_target.setdefault(target, []).append(message_id)
-    for target, ids in sorted(by_target.items(), key=lambda item: RANK[item[0]]):
-        lower = [s for s, rank in RANK.items() if rank < RANK[target]]
-        EmailMessage.objects.filter(id__in=ids, status__in=lower).update(status=target)
-    for mark, column in _TIMESTAMP_FOR_MARK.items():
-        values = {mid: marks[mark] for mid, marks in facts.items() if mark in marks}
-        if not values:
-            continue
-        when = Case(
-            *[When(id=mid, then=Value(at)) for mid, at in values.items()], output_field=DateTimeField()
-        )
-        earlier = Q(**{f"{column}__isnull": True}) | Q(**{f"{column}__gt": when})
-        EmailMessage.objects.filter(earlier, id__in=list(values)).update(**{column: when})
 
 
 def ambiguous_messages_reconcile(*, refs: Sequence[tuple[int, str, str]]) -> int:

@@ -14,10 +14,7 @@ def contacts_create(n: int, *, prefix: str = "user", domain: str = "example.com"
                     attributes: dict | None = None) -> None:
     """n contacts <prefix><i>@<domain> (attributes plus {"n": i}) in one INSERT ... SELECT."""
     now = Contact._meta.get_field("created_at").get_db_prep_save(timezone.now(), connection)
-    if connection.vendor == "postgresql":
-        attrs = "%s::jsonb || jsonb_build_object('n', x)"
-    else:
-        attrs = "json_set(%s, '$.n', x)"
+    attrs = "%s::jsonb || jsonb_build_object('n', x)"
     with connection.cursor() as cursor:
         cursor.execute(
             "WITH RECURSIVE g(x) AS (SELECT %s UNION ALL SELECT x + 1 FROM g WHERE x < %s) "

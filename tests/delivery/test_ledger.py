@@ -90,10 +90,7 @@ def test_poison_message_fails_after_its_attempt_limit_instead_of_looping(message
 
 
 def test_each_republish_of_an_orphan_doubles_its_wait(messages):
-    """Re-publishing a 10-minute backlog every interval would feed it; back off per row.
-
-    The back-off is PostgreSQL SQL; on SQLite (the embedded first run) rows are re-published
-    once per interval, which the first assertion also holds for."""
+    """Re-publishing a 10-minute backlog every interval would feed it; back off per row."""
     now = timezone.now()
     EmailMessage.objects.update(created_at=now - timedelta(minutes=10),
                                 requeued_at=now - timedelta(minutes=6))
@@ -101,8 +98,6 @@ def test_each_republish_of_an_orphan_doubles_its_wait(messages):
     # eligible when its age at the last re-publish (4 min) is less than the time since (6 min)
     assert len(ledger.orphaned_messages_claim_requeue(older_than=interval)) == 3
     EmailMessage.objects.update(requeued_at=now - timedelta(minutes=3))
-    if connection.vendor != "postgresql":
-        return
     # age at the last re-publish was 7 min, only 3 min since: not yet, though past the interval
     assert ledger.orphaned_messages_claim_requeue(older_than=interval) == []
 
@@ -139,8 +134,7 @@ def test_each_priority_has_its_own_requeue_age(messages):
 @pytest.mark.django_db(transaction=True)
 def test_only_the_hand_off_mark_waits_for_the_wal_flush():
     """Claim and SENT mark commit without the flush wait (a crash can lose them without a second
-    send); the hand-off mark, which exactly-once rests on, must stay synchronous. SQLite has no
-    such setting: every statement there is left as it is."""
+    send); the hand-off mark, which exactly-once rests on, must stay synchronous."""
     from django.test.utils import CaptureQueriesContext
 
     version = template_version()
@@ -151,11 +145,8 @@ def test_only_the_hand_off_mark_waits_for_the_wal_flush():
         sent = ledger.messages_mark_sent(provider_ids={i: f"p{i}" for i in ids}, provider="smtp", token="t")
     assert sent == 2
     relaxed = [q["sql"].startswith("SET LOCAL synchronous_commit TO OFF") for q in queries.captured_queries]
-    postgres = connection.vendor == "postgresql"
-    assert relaxed == [postgres, False, postgres]
+    assert relaxed == [True, False, True]
     assert set(EmailMessage.objects.filter(id__in=ids).values_list("status", flat=True)) == {Status.SENT}
-    if not postgres:
-        return
     with connection.cursor() as cursor:  # SET LOCAL ended with its statement
         cursor.execute("SHOW synchronous_commit")
         assert cursor.fetchone()[0] == "on"

@@ -24,11 +24,12 @@ BASE_DIR = Path(settings.BASE_DIR)
 def database_url() -> str:
     """The URL of the database the tests run on (the test database, after setup)."""
     cfg = connection.settings_dict
-    if cfg["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{cfg['NAME']}"
     user = cfg.get("USER") or ""
     password = f":{cfg['PASSWORD']}" if cfg.get("PASSWORD") else ""
     auth = f"{user}{password}@" if user else ""
+    socket_dir = (cfg.get("OPTIONS") or {}).get("host")
+    if socket_dir:  # the embedded server listens on a unix socket only
+        return f"postgres://{auth}/{cfg['NAME']}?host={socket_dir}"
     return f"postgres://{auth}{cfg.get('HOST') or '127.0.0.1'}:{cfg.get('PORT') or 5432}/{cfg['NAME']}"
 
 

@@ -11,7 +11,6 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
-from django.utils import timezone
 
 from campaigns.models import Campaign, Contact, ContactList
 from campaigns.progress import ProgressBar
@@ -73,24 +72,19 @@ def _demo_template() -> int:
 
 
 def _demo_list(n: int) -> ContactList:
-    """demo-0 .. demo-<n-1>@example.com, created in one statement; members added in another.
-
-    A recursive CTE instead of generate_series, so it runs on SQLite (embedded defaults) too.
-    """
+    """demo-0 .. demo-<n-1>@example.com, created in one statement; members added in another."""
     contact_list, _ = ContactList.objects.get_or_create(name=f"demo-{n}")
     table, members = Contact._meta.db_table, ContactList.contacts.through._meta.db_table
-    now = Contact._meta.get_field("created_at").get_db_prep_save(timezone.now(), connection)
-    attributes = "%s::jsonb" if connection.vendor == "postgresql" else "%s"
-    series = "WITH RECURSIVE g(x) AS (SELECT 0 UNION ALL SELECT x + 1 FROM g WHERE x < %s) "
+    series = "generate_series(0, %s - 1) AS g(x)"
     with connection.cursor() as cursor:
         cursor.execute(
-            f"{series}INSERT INTO {table} (email, name, timezone, locale, attributes, subscribed, "
-            "created_at, updated_at) SELECT 'demo-' || x || '@example.com', 'Demo ' || x, 'UTC', 'en', "
-            f"{attributes}, TRUE, %s, %s FROM g WHERE TRUE ON CONFLICT (email) DO NOTHING",
-            [n - 1, '{"demo": true}', now, now])
+            f"INSERT INTO {table} (email, name, timezone, locale, attributes, subscribed, created_at, "
+            "updated_at) SELECT 'demo-' || x || '@example.com', 'Demo ' || x, 'UTC', 'en', "
+            f"'{{\"demo\": true}}'::jsonb, TRUE, now(), now() FROM {series} ON CONFLICT (email) DO NOTHING",
+            [n])
         cursor.execute(
-            f"{series}INSERT INTO {members} (contactlist_id, contact_id) SELECT %s, c.id FROM {table} c "
-            "WHERE c.email IN (SELECT 'demo-' || x || '@example.com' FROM g) ON CONFLICT DO NOTHING",
-            [n - 1, contact_list.pk])
+            f"INSERT INTO {members} (contactlist_id, contact_id) SELECT %s, c.id FROM {table} c "
+            f"WHERE c.email IN (SELECT 'demo-' || x || '@example.com' FROM {series}) ON CONFLICT DO NOTHING",
+            [contact_list.pk, n])
     audience_statistics_refresh()
     return contact_list

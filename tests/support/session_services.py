@@ -1,0 +1,72 @@
+"""The services of one test session, as pytest hooks (tests/conftest.py imports them).
+
+- Without DATABASE_URL / REDIS_URL the session starts the embedded PostgreSQL and Redis
+  (notifier/embedded.py) and stops them at its end, unless they were already running (for
+  example under `make run`): then it uses them and leaves them be. No process is left behind.
+- Under pytest-xdist every worker gets its own test database (pytest-django suffixes the name)
+  and its own Redis database, so the Celery queues, due sets and rate-limit buckets of one
+  worker's tests are invisible to another's. RabbitMQ has one vhost: tests that use it share the
+  `amqp` xdist group, which runs on a single worker.
+"""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import pytest
+from django.conf import settings
+
+_STARTED = pytest.StashKey[list]()
+REDIS_DATABASES = 16  # redis-server's default `databases`
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        _use_worker_redis_database(int(worker.removeprefix("gw")))
+        return
+    started = []
+    if not os.environ.get("DATABASE_URL") and settings.EMBEDDED_POSTGRES.start(durable=False):
+        started.append(settings.EMBEDDED_POSTGRES)
+    if not os.environ.get("REDIS_URL") and settings.EMBEDDED_REDIS.start():
+        started.append(settings.EMBEDDED_REDIS)
+    config.stash[_STARTED] = started
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for service in reversed(config.stash.get(_STARTED, [])):
+        service.stop()
+
+
+def _use_worker_redis_database(index: int) -> None:
+    """Move this xdist worker's Redis client and Celery broker to a database of its own."""
+    from notifier.celery import app
+    from notifier.redis_client import get_redis
+
+    database = (redis_database(settings.REDIS_URL) + 1 + index) % REDIS_DATABASES
+    settings.REDIS_URL = with_redis_database(settings.REDIS_URL, database)
+    if settings.CELERY_BROKER_URL.startswith(("redis://", "redis+socket://", "unix://")):
+        settings.CELERY_BROKER_URL = with_redis_database(settings.CELERY_BROKER_URL, database)
+    app.conf.broker_url = settings.CELERY_BROKER_URL
+    get_redis.cache_clear()
+
+
+def redis_database(url: str) -> int:
+    parts = urlsplit(url)
+    if parts.scheme in ("redis", "rediss"):
+        return int(parts.path.lstrip("/") or 0)
+    query = dict(parse_qsl(parts.query))
+    return int(query.get("db") or query.get("virtual_host") or 0)
+
+
+def with_redis_database(url: str, database: int) -> str:
+    """The same Redis URL on another database: a /N path for TCP, a query for unix sockets."""
+    parts = urlsplit(url)
+    if parts.scheme in ("redis", "rediss"):
+        return urlunsplit(parts._replace(path=f"/{database}"))
+    key = "virtual_host" if parts.scheme == "redis+socket" else "db"
+    query = dict(parse_qsl(parts.query))
+    query[key] = str(database)
+    # Not urlunsplit: it drops the empty authority of unix:///path (redis-py needs the "//").
+    return f"{parts.scheme}://{parts.netloc}{parts.path}?{urlencode(query)}"
