@@ -5,10 +5,12 @@ BIN := $(VENV)/bin
 
 .PHONY: run test lint migrate bench clean
 
-$(BIN)/.installed: requirements.txt
+# Development installs the runtime set (requirements.txt, all the Docker image gets) plus tests,
+# lint, benchmarks and the launcher (requirements-dev.txt); editing either file reinstalls.
+$(BIN)/.installed: requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -r requirements.txt
+	$(BIN)/pip install --quiet -r requirements-dev.txt
 	touch $@
 
 run: $(BIN)/.installed
