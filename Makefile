@@ -3,25 +3,36 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: run test lint migrate bench clean
+.PHONY: run test test-fast lint migrate bench clean
 
-$(BIN)/.installed: requirements.txt
+# Development installs the runtime set (requirements.txt, all the Docker image gets) plus tests,
+# lint, benchmarks and the launcher (requirements-dev.txt); editing either file reinstalls.
+$(BIN)/.installed: requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -r requirements.txt
+	$(BIN)/pip install --quiet -r requirements-dev.txt
 	touch $@
 
 run: $(BIN)/.installed
 	$(BIN)/python -m notifier.dev
 
+# Parallel workers (pytest-xdist), each with its own test database and Redis database; tests that
+# share RabbitMQ's one vhost are grouped onto one worker (--dist loadgroup).
+TEST_WORKERS ?= 3
 test: $(BIN)/.installed
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+
+# The fast set: everything but the end-to-end scenarios of 10 s or more.
+test-fast: $(BIN)/.installed
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -m "not slow" $(PYTEST_ARGS)
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 
+# Against DATABASE_URL, or the embedded PostgreSQL while `make run` is up (make run migrates).
 migrate: $(BIN)/.installed
 	$(BIN)/python manage.py migrate
 
+# Delivered mail and the embedded servers' data (stop `make run` first).
 clean:
-	rm -rf var/mail var/test.sqlite3*
+	rm -rf var/mail var/postgres var/redis

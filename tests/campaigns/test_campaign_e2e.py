@@ -20,7 +20,7 @@ from tests.campaigns.helpers import contacts_create
 from tests.support import processes
 from tests.support.waiting import wait_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 MS = EmailMessage.Status
 
 

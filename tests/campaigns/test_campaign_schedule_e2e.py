@@ -25,7 +25,7 @@ from tests.scheduling.support import clear_schedule_keys
 from tests.support import processes
 from tests.support.waiting import wait_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 MS = EmailMessage.Status
 CS = Campaign.Status
 

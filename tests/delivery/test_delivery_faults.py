@@ -24,7 +24,7 @@ from tests.fakes.http_base import HttpReply, Result
 from tests.fakes.ledger import Outcome
 from tests.support import processes
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 Status = EmailMessage.Status
 FAST_RETRIES = {"NOTIFIER_RETRY_BASE_SECONDS": "0.2", "NOTIFIER_RETRY_CAP_SECONDS": "2",
                 "NOTIFIER_DEFER_SECONDS": "0.3", "ESP_READ_TIMEOUT_SECONDS": "1",

@@ -22,7 +22,7 @@ from tests.support.ports import free_port
 from tests.support.waiting import wait_for
 from tests.support.web import post_otp
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 @pytest.fixture

@@ -46,6 +46,7 @@ def _wait_sent(message_id: int, timeout: float) -> bool:
 
 
 @pytest.mark.e2e
+@pytest.mark.xdist_group("amqp")  # one RabbitMQ vhost: these tests share a worker
 def test_critical_message_through_gunicorn_and_each_broker(broker_env, otp_template, smtp_server,
                                                           spawn, tmp_path):
     _, key = api_client_create(name="svc")

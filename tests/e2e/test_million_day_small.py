@@ -16,7 +16,7 @@ from bench.million_report import table
 from tests.support import processes
 from tests.support.ports import free_port
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("amqp")]
 
 
 @pytest.mark.parametrize("broker", ["redis", "amqp"])
