@@ -102,6 +102,12 @@ class EmailMessage(models.Model):
             models.Index(
                 fields=["client", "cancel_key"], name="msg_client_cancel_key_idx", condition=~Q(cancel_key="")
             ),
+            # A client's one-off sends still waiting for their time (GET /api/v1/schedules); only
+            # those rows are in it, so it costs nothing for campaign or immediate sends.
+            models.Index(
+                fields=["client", "scheduled_for"], name="msg_client_scheduled_idx",
+                condition=Q(status="SCHEDULED", campaign__isnull=True),
+            ),
             # Per-client reputation counts and SET NULL when a client is deleted.
             models.Index(fields=["client"], name="msg_client_idx", condition=Q(client__isnull=False)),
             # Unsubscribe (a contact's QUEUED rows) and SET NULL when a contact is deleted.

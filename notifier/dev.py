@@ -52,13 +52,18 @@ def _prepare_environment() -> dict[str, str]:
     return env
 
 
+def _var_dir(env: dict[str, str]) -> Path:
+    """The settings' VAR_DIR: the servers' data, the mail sink and the demo key all live there."""
+    return Path(env.get("NOTIFIER_VAR_DIR") or BASE_DIR / "var")
+
+
 def _start_embedded_services(env: dict[str, str]) -> list:
     """The embedded PostgreSQL and Redis the settings point at when no URL is set.
 
     Returns the ones this launcher started (and so stops); a server already running (another
     `make run`, a test session) is used as it is.
     """
-    var_dir = Path(env.get("NOTIFIER_VAR_DIR") or BASE_DIR / "var")
+    var_dir = _var_dir(env)
     started = []
     if not env.get("DATABASE_URL"):
         postgres = embedded_postgres(var_dir)
@@ -76,12 +81,13 @@ def _start_smtp_sink(env: dict[str, str]) -> subprocess.Popen | None:
     if env.get("SMTP_HOST"):
         return None
     port = env.setdefault("SMTP_PORT", "8025")
-    command = [sys.executable, "-m", "notifier.smtp_sink", "--port", port, "--dir", "var/mail"]
+    mail_dir = str(_var_dir(env) / "mail")  # settings.MAIL_SINK_DIR
+    command = [sys.executable, "-m", "notifier.smtp_sink", "--port", port, "--dir", mail_dir]
     return subprocess.Popen(command, cwd=BASE_DIR, env=env)
 
 
-def _demo_key() -> str:
-    key_file = BASE_DIR / "var" / "demo_api_key"
+def _demo_key(env: dict[str, str]) -> str:
+    key_file = _var_dir(env) / "demo_api_key"
     if key_file.exists():
         return key_file.read_text().strip()
     key = _manage("create_api_key", "demo").strip().splitlines()[-1]
@@ -183,7 +189,7 @@ def main() -> None:
         sink = _start_smtp_sink(env)
         _manage("migrate", "--noinput")
         _ensure_demo_template()
-        _run_processes(env, _demo_key())
+        _run_processes(env, _demo_key(env))
     except KeyboardInterrupt:
         pass
     finally:

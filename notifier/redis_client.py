@@ -13,6 +13,7 @@ that tests and several deployments can share a server. Layout (each area documen
 from __future__ import annotations
 
 from functools import cache
+from urllib.parse import parse_qsl, urlencode
 
 import redis
 from django.conf import settings
@@ -24,6 +25,22 @@ def get_redis() -> redis.Redis:
     return redis.Redis.from_url(
         settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=2, health_check_interval=30
     )
+
+
+def redis_url_of_broker(broker_url: str) -> str | None:
+    """The redis-py URL of a Redis Celery broker (None for another transport).
+
+    kombu spells a unix socket `redis+socket:///path?virtual_host=N`; redis-py wants
+    `unix:///path?db=N`.
+    """
+    if broker_url.startswith("redis+socket://"):
+        path, _, query = broker_url.removeprefix("redis+socket://").partition("?")
+        params = dict(parse_qsl(query))
+        database = params.pop("virtual_host", params.pop("db", "0"))
+        return f"unix://{path}?{urlencode({**params, 'db': database})}"
+    if broker_url.startswith(("redis://", "rediss://", "unix://")):
+        return broker_url
+    return None
 
 
 def redis_key(*parts: str | int) -> str:

@@ -62,6 +62,7 @@ class ScheduleListApi(APIView):
         schedules = list(Schedule.objects.filter(client=request.user).order_by("-id")[:500])
         return Response({
             "schedules": _schedule_body(schedules),
+            "scheduled_messages": selectors.scheduled_messages(client=request.user),
             "queue_snapshot": selectors.queue_snapshot(now=now),
             "due_set": _due_set_body(now.timestamp()),
         })

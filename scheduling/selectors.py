@@ -12,6 +12,7 @@ from feedback.models import EmailEvent
 from scheduling import timing
 
 OPEN_HISTORY_DAYS = 90
+SCHEDULED_MESSAGES_SHOWN = 100
 EVENTS = EmailEvent._meta.db_table
 
 
@@ -84,6 +85,22 @@ def pending_counts(*, campaign_ids: list[int]) -> dict[int, int]:
     rows = (EmailMessage.objects.filter(campaign_id__in=campaign_ids, status=EmailMessage.Status.SCHEDULED)
             .values("campaign_id").annotate(n=Count("id")))
     return {row["campaign_id"]: row["n"] for row in rows}
+
+
+def scheduled_messages(*, client: object, limit: int = SCHEDULED_MESSAGES_SHOWN) -> dict:
+    """The client's one-off messages still waiting for their time (delayed, scheduled,
+    local_time, optimal), soonest first, with how many there are in all."""
+    from delivery.models import EmailMessage
+    from notifier.priorities import Priority
+
+    waiting = EmailMessage.objects.filter(client=client, status=EmailMessage.Status.SCHEDULED,
+                                          campaign__isnull=True)
+    rows = waiting.order_by("scheduled_for", "id").values(
+        "id", "recipient", "scheduled_for", "cancel_key", "priority")[:limit]
+    return {"count": waiting.count(), "messages": [
+        {"id": r["id"], "to": r["recipient"], "scheduled_for": r["scheduled_for"],
+         "cancel_key": r["cancel_key"], "priority": Priority(r["priority"]).label} for r in rows
+    ]}
 
 
 def queue_snapshot(*, now: datetime) -> dict[str, dict[str, float | int | None]]:

@@ -27,7 +27,7 @@ from django.utils import timezone
 from delivery.models import DeliveryAttempt, EmailMessage
 from delivery.selectors import circuit_breaker_get
 from notifier.priorities import ALL_QUEUES, POOLS, Priority
-from notifier.redis_client import get_redis, redis_key
+from notifier.redis_client import get_redis, redis_key, redis_url_of_broker
 
 logger = logging.getLogger(__name__)
 Status = EmailMessage.Status
@@ -37,10 +37,8 @@ WARNING_BACKLOG, CRITICAL_BACKLOG = 10_000, 100_000
 
 
 def _broker() -> redis.Redis | None:
-    url = settings.CELERY_BROKER_URL
-    if url.startswith("redis+socket://"):
-        url = "unix://" + url.removeprefix("redis+socket://")
-    if not url.startswith(("redis://", "rediss://", "unix://")):
+    url = redis_url_of_broker(settings.CELERY_BROKER_URL)
+    if url is None:
         return None  # e.g. RabbitMQ: depth comes from its management API, not here
     return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=1)
 

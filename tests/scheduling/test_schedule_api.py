@@ -265,3 +265,22 @@ def test_admin_lists_schedules_and_its_pause_action_uses_the_service(api, admin_
     assert response.status_code == 302
     schedule = Schedule.objects.get(pk=schedule_id)
     assert schedule.status == "paused" and not schedule.periodic_task.enabled
+
+
+def test_the_schedules_listing_shows_the_clients_waiting_one_off_sends(send, api):
+    """A local_time or delayed message is listed (soonest first); another client's is not."""
+    from clients.services import api_client_create
+
+    local = send({"type": "local_time", "local_time": "09:00", "timezone": "Europe/Berlin"}).json()
+    delayed = send({"type": "delayed", "delay_seconds": 60, "cancel_key": "cart-7"}).json()
+    immediate = send().json()
+    other_client, _ = api_client_create(name="other-service")
+    foreign = EmailMessage.objects.get(pk=delayed["id"])
+    foreign.pk, foreign.idempotency_key, foreign.client = None, "other-1", other_client
+    foreign.save()
+    listing = api.get("/api/v1/schedules").json()["scheduled_messages"]
+    assert listing["count"] == 2
+    assert [m["id"] for m in listing["messages"]] == [delayed["id"], local["id"]]
+    assert listing["messages"][0]["cancel_key"] == "cart-7"
+    assert listing["messages"][1]["to"] == "ada@example.com"
+    assert immediate["id"] not in [m["id"] for m in listing["messages"]]
