@@ -21,15 +21,25 @@ class RecordingHandler:
     raw: list[bytes] = field(default_factory=list)
     hang_seconds: float = 0.0
     reject_recipients: set[str] = field(default_factory=set)
+    # Refusals as a broken relay or a list of bad addresses gives them: one reply for every RCPT
+    # or every DATA (e.g. "550 5.7.1 Relay access denied"), or a reply per recipient.
+    refuse_every_rcpt: str = ""
+    refuse_every_data: str = ""
+    rcpt_replies: dict[str, str] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     async def handle_RCPT(self, server, session, envelope, address, options):
         if address.lower() in self.reject_recipients:
             return "550 5.1.1 No such user"
+        refusal = self.rcpt_replies.get(address.lower()) or self.refuse_every_rcpt
+        if refusal:
+            return refusal
         envelope.rcpt_tos.append(address)
         return "250 OK"
 
     async def handle_DATA(self, server, session, envelope):
+        if self.refuse_every_data:
+            return self.refuse_every_data
         if self.hang_seconds:
             await asyncio.sleep(self.hang_seconds)
         with self.lock:
