@@ -18,6 +18,7 @@ class ProviderListApi(APIView):
         open_for_seconds = serializers.FloatField()
         recent_failures = serializers.IntegerField()
         transitions = serializers.ListField(child=serializers.CharField())
+        fault = serializers.CharField(help_text="the same permanent error for everyone, while it lasts")
 
     def get(self, request: Request) -> Response:
         """Providers in failover order with their circuit-breaker state."""

@@ -12,6 +12,7 @@ from django.db.models import QuerySet
 from delivery.models import DeadLetter
 from delivery.providers import provider_order
 from delivery.services.circuit_breaker import events_key, state_key
+from delivery.services.provider_faults import fault_key
 from notifier.redis_client import get_redis
 
 
@@ -22,6 +23,9 @@ class BreakerState:
     open_for_seconds: float
     recent_failures: int
     transitions: list[str]  # newest first: "<epoch ms> closed -> open (5 failures in 10000 ms)"
+    # The same permanent error for everyone (delivery/services/provider_faults.py): its
+    # signature while it lasts, "" otherwise. The dashboard's alert turns critical on it.
+    fault: str = ""
 
 
 def circuit_breakers_list() -> list[BreakerState]:
@@ -35,12 +39,13 @@ def circuit_breaker_get(name: str) -> BreakerState:
         client = get_redis()
         raw = {k.decode(): v.decode() for k, v in client.hgetall(state_key(name)).items()}
         events = [line.decode() for line in client.lrange(events_key(name), 0, 19)]
+        fault = (client.hget(fault_key(name), "sig") or b"").decode()
     except redis.RedisError:
         return BreakerState(name, "unknown", 0.0, 0, [])
     state = raw.get("state", "closed")
     until_ms = float(raw.get("until") or 0)
     remaining = max(0.0, until_ms / 1000 - time.time()) if state == "open" else 0.0
-    return BreakerState(name, state, round(remaining, 3), int(raw.get("failures") or 0), events)
+    return BreakerState(name, state, round(remaining, 3), int(raw.get("failures") or 0), events, fault)
 
 
 def dead_letters_pending(*, since: datetime | None = None) -> QuerySet[DeadLetter]:

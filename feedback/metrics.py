@@ -11,6 +11,8 @@ seconds per process so several scrapers cannot multiply the load.
     notifier_provider_attempts_total{provider,outcome}   provider calls by outcome
     notifier_provider_call_seconds{priority}         histogram of provider call durations
     notifier_webhook_events_total{provider,type}     stored (deduplicated) webhook events
+    notifier_provider_fault{provider}                1 while a provider answers every message
+                                                     with the same permanent error (alert on it)
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from delivery.models import DeliveryAttempt, EmailMessage
+from delivery.providers import provider_order
+from delivery.selectors import circuit_breaker_get
 from feedback.models import EmailEvent
 from feedback.selectors.queues import priority_queues
 from notifier.priorities import Priority
@@ -89,6 +93,16 @@ def _webhook_family() -> CounterMetricFamily:
     return family
 
 
+def _fault_family() -> GaugeMetricFamily:
+    """From Redis (delivery/services/provider_faults.py): the database only shows its effects."""
+    family = GaugeMetricFamily(
+        "notifier_provider_fault", "1 while the provider refuses everyone the same way", labels=["provider"]
+    )
+    for name in provider_order():
+        family.add_metric([name], 1.0 if circuit_breaker_get(name).fault else 0.0)
+    return family
+
+
 class NotifierCollector:
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -97,13 +111,24 @@ class NotifierCollector:
     def collect(self) -> Iterable[Metric]:
         with self._lock:
             if self._cached is None or time.monotonic() - self._cached[0] > CACHE_SECONDS:
-                families = [*_queue_families(), _provider_family(), _latency_histograms(), _webhook_family()]
+                families = [*_queue_families(), _provider_family(), _latency_histograms(), _webhook_family(),
+                            _fault_family()]
                 self._cached = (time.monotonic(), families)
             return list(self._cached[1])
 
+    def clear(self) -> None:
+        with self._lock:
+            self._cached = None
 
+
+COLLECTOR = NotifierCollector()
 REGISTRY = CollectorRegistry(auto_describe=False)
-REGISTRY.register(NotifierCollector())
+REGISTRY.register(COLLECTOR)
+
+
+def metrics_cache_clear() -> None:
+    """Forget the cached scrape (tests: the next scrape reads the current state)."""
+    COLLECTOR.clear()
 
 
 def metrics_view(request: HttpRequest) -> HttpResponse:

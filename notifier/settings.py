@@ -177,6 +177,13 @@ NOTIFIER_BREAKER_FAILURES = env.int("NOTIFIER_BREAKER_FAILURES", default=5)
 NOTIFIER_BREAKER_WINDOW_SECONDS = env.float("NOTIFIER_BREAKER_WINDOW_SECONDS", default=10.0)
 NOTIFIER_BREAKER_COOLDOWN_SECONDS = env.float("NOTIFIER_BREAKER_COOLDOWN_SECONDS", default=5.0)
 NOTIFIER_BREAKER_PROBE_SECONDS = env.float("NOTIFIER_BREAKER_PROBE_SECONDS", default=20.0)
+# Provider fault (delivery/services/provider_faults.py, docs/decisions.md 37): the same permanent
+# error (code + normalised text) for this many distinct recipients in a row, across all workers,
+# means the provider is broken, not the addresses: its breaker opens and those messages are
+# retried or failed over instead of FAILED. 20: a P2 batch (100) stops failing within its first
+# fifth, while 20 unrelated recipients in a row sharing one address-independent error by chance
+# is far-fetched (p^20, about 1e-10 even if 30% of a list bounced). 0 turns the detector off.
+NOTIFIER_PROVIDER_FAULT_SAME_ERRORS = env.int("NOTIFIER_PROVIDER_FAULT_SAME_ERRORS", default=20)
 # Retries (delivery/tasks.py): capped exponential backoff with full jitter, never longer than
 # the cap, which must stay far below NOTIFIER_VISIBILITY_TIMEOUT (a held task is redelivered).
 NOTIFIER_RETRY_BASE_SECONDS = env.float("NOTIFIER_RETRY_BASE_SECONDS", default=2.0)

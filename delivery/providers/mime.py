@@ -2,7 +2,10 @@
 
 The message is the same multipart/alternative the compat32 classes (`MIMEMultipart` +
 two `MIMEText(..., "utf-8")`) produce: text then HTML (RFC 2046 orders preference), each part
-base64 in UTF-8, `\\n` line ends (smtplib turns them into CRLF). It is written out directly:
+base64 in UTF-8. Line ends are CRLF, the canonical form on the wire (RFC 5322 2.1, RFC 5321
+2.3.8): smtplib converts bare LF only in a `str` body, never in bytes, and a server such as
+aiosmtpd reads lines up to CRLF, so an LF-only message over ~1 KB was refused as one over-long
+line. The SMTP provider only dot-stuffs what is built here. It is written out directly:
 the compat32 generator spent ~670 us per message (header folding, policy lookups, a deep copy
 per part: bench profile in docs/benchmarks.md); this writer spends ~20 us.
 
@@ -24,9 +27,10 @@ from delivery.providers.base import OutgoingEmail
 
 MESSAGE_ID_HEADER = "X-Notifier-Message-Id"
 _MAX_PLAIN_LINE = 998
+CRLF = "\r\n"
 _PART_HEADERS = (
-    'Content-Type: text/{subtype}; charset="utf-8"\nMIME-Version: 1.0\n'
-    "Content-Transfer-Encoding: base64\n\n"
+    'Content-Type: text/{subtype}; charset="utf-8"\r\nMIME-Version: 1.0\r\n'
+    "Content-Transfer-Encoding: base64\r\n\r\n"
 )
 
 
@@ -40,31 +44,39 @@ def header_line(name: str, value: str) -> str:
     value = value.replace("\r", " ").replace("\n", " ")
     if value.isascii() and len(name) + len(value) + 2 <= _MAX_PLAIN_LINE:
         return f"{name}: {value}"
-    encoded = Header(value, "utf-8" if not value.isascii() else None, header_name=name).encode()
+    header = Header(value, "utf-8" if not value.isascii() else None, header_name=name)
+    encoded = header.encode(linesep=CRLF)  # folded lines end in CRLF too
     return f"{name}: {encoded}"
 
 
 def _part(subtype: str, body: str) -> str:
-    return _PART_HEADERS.format(subtype=subtype) + base64.encodebytes(body.encode("utf-8")).decode("ascii")
+    encoded = base64.encodebytes(body.encode("utf-8")).decode("ascii")  # 76-char lines, LF ends
+    return _PART_HEADERS.format(subtype=subtype) + encoded.replace("\n", CRLF)
 
 
-def build_mime(email: OutgoingEmail, message_id_header: str) -> bytes:
-    """multipart/alternative with text then HTML, as RFC 2046 orders preference."""
-    boundary = f"==============={secrets.randbelow(10**19):019d}=="
+def build_mime(
+    email: OutgoingEmail, message_id_header: str, *, boundary: str = "", date: str = ""
+) -> bytes:
+    """multipart/alternative with text then HTML, as RFC 2046 orders preference.
+
+    `boundary` and `date` are random and now unless given (a test rebuilds a received message
+    byte for byte with the ones it carries).
+    """
+    boundary = boundary or f"==============={secrets.randbelow(10**19):019d}=="
     headers = [
         f'Content-Type: multipart/alternative; boundary="{boundary}"',
         "MIME-Version: 1.0",
         header_line("Subject", email.subject),
         header_line("From", email.from_email),
         header_line("To", email.recipient),
-        f"Date: {formatdate(localtime=False)}",
+        f"Date: {date or formatdate(localtime=False)}",
         header_line("Message-ID", message_id_header),
         f"{MESSAGE_ID_HEADER}: {email.message_id}",
     ]
     headers.extend(header_line(name, value) for name, value in email.headers.items())
-    text = "\n".join(
+    text = CRLF.join(
         (
-            "\n".join(headers),
+            CRLF.join(headers),
             "",
             f"--{boundary}",
             _part("plain", email.text),

@@ -11,6 +11,9 @@ their three replies are read afterwards; the body and its final dot are the seco
 round trips per message instead of four, with the same classification: a refusal of MAIL or
 RCPT is that message's 4xx/5xx (the transaction is reset before the next one), a lost
 connection before the body is sent is TRANSIENT, no reply to the final dot is AMBIGUOUS.
+
+Both paths write the body the same way (`_body`): CRLF line ends, dot-stuffed (RFC 5321 2.3.8,
+4.5.2). smtplib's `data()` is not used: it sends a bytes body as is, bare LFs included.
 """
 
 from __future__ import annotations
@@ -36,7 +39,10 @@ _LEADING_DOT = re.compile(rb"(?m)^\.")
 
 
 def _data_bytes(payload: bytes) -> bytes:
-    """CRLF line ends (RFC 5321 2.3.8), dot-stuffed (4.5.2), terminated by CRLF.CRLF."""
+    """CRLF line ends (RFC 5321 2.3.8), dot-stuffed (4.5.2), terminated by CRLF.CRLF.
+
+    build_mime already writes CRLF; a stray bare LF is still turned into CRLF here, so no path
+    can put one on the wire."""
     data = _LEADING_DOT.sub(b"..", payload.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"))
     if not data.endswith(b"\r\n"):
         data += b"\r\n"
@@ -136,17 +142,14 @@ class SmtpProvider(Provider):
         if code not in (250, 251):
             connection.rset()
             return _outcome_for_code(code), str(code), reply.decode(errors="replace")
-        try:
-            code, reply = connection.data(payload)
-        except smtplib.SMTPDataError as exc:  # DATA itself refused: nothing was handed over
+        # Not `connection.data()`: it sends a bytes body as is, bare LFs included (only a str
+        # body gets CRLF), which RFC 5321 2.3.8 forbids. A connection lost here, before the
+        # 354, cannot have handed anything over: _send_one makes it TRANSIENT.
+        code, reply = connection.docmd("DATA")
+        if code != 354:  # DATA itself refused: nothing was handed over
             connection.rset()
-            return _outcome_for_code(exc.smtp_code), str(exc.smtp_code), str(exc.smtp_error)
-        except (TimeoutError, *_CONNECTION_ERRORS) as exc:
-            self._connection = None
-            return Outcome.AMBIGUOUS, "", f"no reply to DATA: {exc}"
-        if code != 250:
             return _outcome_for_code(code), str(code), reply.decode(errors="replace")
-        return Outcome.ACCEPTED, str(code), ""
+        return self._body(connection, payload)
 
     def _pipelined(
         self, connection: smtplib.SMTP, email: OutgoingEmail, payload: bytes
@@ -171,6 +174,10 @@ class SmtpProvider(Provider):
                 connection.getreply()
             connection.rset()
             return _outcome_for_code(refused[0]), str(refused[0]), refused[1].decode(errors="replace")
+        return self._body(connection, payload)
+
+    def _body(self, connection: smtplib.SMTP, payload: bytes) -> tuple[Outcome, str, str]:
+        """After the 354 (both paths): the body with CRLF ends, dot-stuffed, and its reply."""
         try:
             connection.send(_data_bytes(payload))
             code, reply = connection.getreply()

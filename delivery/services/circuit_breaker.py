@@ -1,11 +1,13 @@
 """A circuit breaker per provider, shared by every worker through Redis.
 
 Closed: calls go through; a burst of failures (NOTIFIER_BREAKER_FAILURES within
-NOTIFIER_BREAKER_WINDOW_SECONDS) opens it. Open: the provider is skipped (no call, no timeout)
-for NOTIFIER_BREAKER_COOLDOWN_SECONDS. Then one worker at a time gets a probe (half-open); a
-success closes it, a failure opens it again. A 429 with Retry-After opens it for that long, so
-no worker calls the ESP again before it asked us to. Every transition is logged and kept in
-a short list that `delivery.selectors.circuit_breakers_list` reads for the API and dashboard.
+NOTIFIER_BREAKER_WINDOW_SECONDS) opens it, and so does a provider fault (the same permanent
+error for everyone: delivery/services/provider_faults.py). Open: the provider is skipped (no
+call, no timeout) for NOTIFIER_BREAKER_COOLDOWN_SECONDS. Then one worker at a time gets a probe
+(half-open); a success closes it, a failure opens it again. A 429 with Retry-After opens it for
+that long, so no worker calls the ESP again before it asked us to. Every transition is logged
+and kept in a short list that `delivery.selectors.circuit_breakers_list` reads for the API and
+dashboard.
 
 If Redis cannot be reached the breaker fails open (every call allowed): losing the breaker
 costs timeouts, losing the sends would cost messages. The state machine runs in one Lua script
@@ -49,7 +51,7 @@ def events_key(provider: str) -> str:
     return redis_key("breaker", provider, "events")
 
 
-def _run(provider: str, op: str, hold_seconds: float = 0.0) -> list[str] | None:
+def _run(provider: str, op: str, hold_seconds: float = 0.0, reason: str = "") -> list[str] | None:
     args = [
         op,
         int(time.time() * 1000),
@@ -58,6 +60,7 @@ def _run(provider: str, op: str, hold_seconds: float = 0.0) -> list[str] | None:
         int(settings.NOTIFIER_BREAKER_COOLDOWN_SECONDS * 1000),
         int(settings.NOTIFIER_BREAKER_PROBE_SECONDS * 1000),
         int(hold_seconds * 1000),
+        reason,
     ]
     try:
         raw = script("circuit_breaker")(keys=[state_key(provider), events_key(provider)], args=args)
@@ -91,6 +94,12 @@ def breaker_record_success(*, provider: str) -> None:
 def breaker_record_failure(*, provider: str, retry_after: float | None = None) -> None:
     """A call failed before acceptance (or timed out); `retry_after` opens it for that long."""
     _run(provider, "failure", hold_seconds=retry_after or 0.0)
+
+
+def breaker_open(*, provider: str, reason: str) -> None:
+    """Open now for the cooldown, whatever the failure count: the provider answers but is of no
+    use (delivery/services/provider_faults.py). `reason` is kept in the transition list."""
+    _run(provider, "open", reason=reason[:200])
 
 
 def breaker_reset(*, provider: str) -> None:

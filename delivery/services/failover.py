@@ -1,10 +1,11 @@
 """Send a batch through the providers in failover order, skipping open circuit breakers.
 
-Only TRANSIENT results (refused before acceptance) move on to the next provider. ACCEPTED and
-PERMANENT results are final, and AMBIGUOUS ones (the request may have landed) are never sent to
-another ESP: that would be a cross-ESP duplicate. The caller records each provider's results as
-they come (`on_results`), before the next provider is tried, so a crash in between cannot
-forget an acceptance.
+Only TRANSIENT results (refused before acceptance) move on to the next provider; so do the
+errors of a provider fault (the same permanent error for everyone: provider_faults.py), which
+also opens that provider's breaker. ACCEPTED and PERMANENT results are final, and AMBIGUOUS
+ones (the request may have landed) are never sent to another ESP: that would be a cross-ESP
+duplicate. The caller records each provider's results as they come (`on_results`), before the
+next provider is tried, so a crash in between cannot forget an acceptance.
 
 What is left over is split in two: `failed` met a real transient error (it counts as a send
 attempt and backs off), `deferred` was only told "not now" (a breaker was open, a rate limit
@@ -23,9 +24,11 @@ from delivery.providers.base import Outcome, OutgoingEmail, SendResult
 from delivery.services.circuit_breaker import (
     Decision,
     breaker_check,
+    breaker_open,
     breaker_record_failure,
     breaker_record_success,
 )
+from delivery.services.provider_faults import failed_put_back, results_screen
 from delivery.services.rate_limits import provider_throttled
 
 logger = logging.getLogger(__name__)
@@ -70,9 +73,12 @@ def emails_send_with_failover(
         if not admitted:
             pending = []
             break
-        results = _call(name, admitted)
-        _feed_breaker(name, results)
+        screened = results_screen(provider=name, emails=admitted, results=_call(name, admitted))
+        results = screened.results
+        _feed_breaker(name, results, fault=screened.fault)
         on_results(name, results)
+        if screened.put_back_due:  # after on_results: the rows it marked FAILED are visible
+            failed_put_back(provider=name)
         if any(r.response_code == THROTTLED_CODE for r in results):
             provider_throttled(provider=name)
         pending = _transient(admitted, results, counted, outcome)
@@ -113,8 +119,15 @@ def _note_wait(outcome: FailoverOutcome, wait: float | None) -> None:
         outcome.wait_seconds = max(outcome.wait_seconds or 0.0, wait)
 
 
-def _feed_breaker(name: str, results: list[SendResult]) -> None:
-    """Any acceptance or permanent verdict proves the ESP is up; all-failed counts as a failure."""
+def _feed_breaker(name: str, results: list[SendResult], fault: str = "") -> None:
+    """Any acceptance or permanent verdict proves the ESP is up; all-failed counts as a failure.
+
+    A provider fault (the same permanent error for everyone) opens it at once: the ESP answers,
+    but the answers are of no use, and every call would only burn more messages' attempts.
+    """
+    if fault:
+        breaker_open(provider=name, reason=f"provider fault: {fault}")
+        return
     if any(r.outcome in (Outcome.ACCEPTED, Outcome.PERMANENT) for r in results):
         breaker_record_success(provider=name)
         return

@@ -17,7 +17,7 @@ from django.db.models import F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from campaigns.claim_guard import CAMPAIGN_CLAIM_GUARD
+from campaigns.claim_guard import CAMPAIGN_CLAIM_GUARD, CAMPAIGN_OPEN_GUARD
 from delivery.models import EmailMessage
 
 Status = EmailMessage.Status
@@ -155,6 +155,25 @@ def messages_defer(*, message_ids: Sequence[int], token: str, reason: str) -> in
         status=Status.QUEUED, claim_token="", claimed_at=None, send_started_at=None,
         attempts=Greatest(F("attempts") - 1, Value(0)), error=f"deferred: {reason}"[:2000],
     )
+
+
+def failed_messages_requeue(*, message_ids: Sequence[int], error: str) -> list[tuple[int, int]]:
+    """FAILED -> QUEUED for rows a provider fault failed (delivery/services/provider_faults.py).
+
+    Only rows no provider ever accepted (no provider message id, no sent_at): sending one of
+    those again cannot deliver it twice. The attempt it used stays counted. [(id, priority)].
+    """
+    if not message_ids:
+        return []
+    sql = (
+        f"UPDATE {TABLE} SET status = %s, claim_token = '', claimed_at = NULL, "
+        f"send_started_at = NULL, error = %s WHERE id IN ({_placeholders(message_ids)}) "
+        f"AND status = %s AND provider_message_id = '' AND sent_at IS NULL "
+        f"AND {CAMPAIGN_OPEN_GUARD} RETURNING id, priority"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [Status.QUEUED, error[:2000], *message_ids, Status.FAILED])
+        return [(row[0], row[1]) for row in cursor.fetchall()]
 
 
 def stale_claims_release(*, claimed_before: Cutoff) -> list[tuple[int, int]]:

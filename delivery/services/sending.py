@@ -26,6 +26,7 @@ from delivery.services import ledger
 from delivery.services.dead_letters import messages_dead_letter
 from delivery.services.failover import emails_send_with_failover
 from delivery.services.headers import message_headers
+from delivery.services.provider_faults import recorded_error
 from delivery.services.rate_limits import emails_admit
 from delivery.services.variants import variant_for_message, variants_for_batch
 from notifier.priorities import POOLS, Priority
@@ -214,7 +215,7 @@ def _record_results(name: str, results: list[SendResult], token: str, report: Ba
 def _group_by_error(results: list[SendResult]) -> dict[str, list[int]]:
     groups: dict[str, list[int]] = defaultdict(list)
     for result in results:
-        groups[f"{result.response_code} {result.error}".strip()].append(result.message_id)
+        groups[recorded_error(result)].append(result.message_id)
     return groups
 
 

@@ -138,13 +138,13 @@ def live_workers() -> dict[str, list[str]]:
     return workers
 
 
-def breaker_state(provider: str) -> str:
-    """closed | open | half_open, or unknown when Redis cannot be read."""
-    return circuit_breaker_get(provider).state
+def provider_alert(fault: str) -> str:
+    """A provider fault is critical: every message it is given comes back refused."""
+    return "critical" if fault else "ok"
 
 
 def provider_health(*, minutes: int = 15) -> list[dict[str, Any]]:
-    """Per provider over the last minutes: attempts, error rate, latency, breaker state."""
+    """Per provider over the last minutes: attempts, error rate, latency, breaker state, fault."""
     since = timezone.now() - timedelta(minutes=minutes)
     rows = (
         DeliveryAttempt.objects.filter(created_at__gte=since)
@@ -159,10 +159,12 @@ def provider_health(*, minutes: int = 15) -> list[dict[str, Any]]:
     health = []
     for name in sorted(set(settings.NOTIFIER_PROVIDERS) | set(stats)):
         attempts, failed = stats.get(name, (0, 0))
+        breaker = circuit_breaker_get(name)
         health.append({
             "provider": name, "attempts": attempts, "failed": failed,
             "error_rate": round(failed / attempts, 4) if attempts else 0.0,
-            "latency_p95_ms": latency.get(name), "breaker": breaker_state(name),
+            "latency_p95_ms": latency.get(name), "breaker": breaker.state,
+            "fault": breaker.fault, "alert": provider_alert(breaker.fault),
         })
     return health
 

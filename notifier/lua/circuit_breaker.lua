@@ -2,8 +2,9 @@
 -- KEYS[1] state hash   notifier:breaker:<provider>        fields state, until, probe_until,
 --                                                          failures, window_start
 -- KEYS[2] events list  notifier:breaker:<provider>:events "<ms> <from> -> <to> (<reason>)"
--- ARGV: op (allow|success|failure), now_ms, threshold, window_ms, cooldown_ms, probe_ms,
---       hold_ms (failure only: a Retry-After; opens at once for that long)
+-- ARGV: op (allow|success|failure|open), now_ms, threshold, window_ms, cooldown_ms, probe_ms,
+--       hold_ms (failure only: a Retry-After; opens at once for that long),
+--       reason (open only: opens at once for the cooldown, e.g. a provider fault)
 -- Returns {decision_or_state, transition, wait_ms} where transition is "" or "<from> -> <to>"
 -- and wait_ms (deny only) is how long until this worker may ask again.
 local key, events = KEYS[1], KEYS[2]
@@ -57,5 +58,7 @@ elseif op == 'failure' then
     return {'open', open_for(cooldown, failures .. ' failures in ' .. window .. ' ms')}
   end
   return {'closed', ''}
+elseif op == 'open' then
+  return {'open', open_for(cooldown, ARGV[8] or 'opened')}
 end
 return redis.error_reply('unknown op ' .. tostring(op))

@@ -17,7 +17,12 @@ from aiosmtpd.controller import Controller
 from delivery.providers.base import Outcome, OutgoingEmail
 from delivery.providers.smtp import SmtpProvider, SmtpSettings, _data_bytes
 from tests.support.ports import free_port
-from tests.support.smtp import RecordingHandler, RecordingSmtpServer
+from tests.support.smtp import (
+    RecordingHandler,
+    RecordingSmtpServer,
+    assert_arrived_byte_exact,
+    campaign_email,
+)
 
 
 class PipeliningHandler(RecordingHandler):
@@ -77,6 +82,21 @@ def test_pipelined_no_answer_to_the_body_is_ambiguous(provider, pipelining_serve
     pipelining_server.handler.hang_seconds = 3
     results = provider.send_batch([_email(1), _email(2)])
     assert [r.outcome for r in results] == [Outcome.AMBIGUOUS, Outcome.TRANSIENT]
+
+
+def test_pipelined_large_campaign_message_arrives_byte_exact(provider, pipelining_server):
+    sent = [campaign_email(7), campaign_email(8, "other@example.com")]
+    results = provider.send_batch(sent)
+    assert provider._connection.has_extn("pipelining")
+    assert [(r.outcome, r.response_code, r.error) for r in results] == [(Outcome.ACCEPTED, "250", "")] * 2
+    assert_arrived_byte_exact(pipelining_server.handler, sent[-1])
+
+
+def test_pipelined_lines_starting_with_a_dot_are_stuffed_on_the_wire(provider, pipelining_server):
+    payload = b"Subject: dots\r\nX-Notifier-Message-Id: 9\r\n\r\n.\r\n..\r\n.leading\r\nend\r\n"
+    outcome = provider._transaction(provider._connect(), _email(9), payload)
+    assert outcome == (Outcome.ACCEPTED, "250", "")
+    assert pipelining_server.handler.raw == [payload]
 
 
 def test_data_bytes_uses_crlf_and_stuffs_leading_dots():

@@ -82,7 +82,10 @@
     body.replaceChildren();
     for (const p of providers) {
       const row = document.createElement("tr");
-      for (const v of [p.provider, p.breaker, p.attempts, `${(p.error_rate * 100).toFixed(1)}%`, p.latency_p95_ms ?? "-"]) {
+      row.className = p.alert;
+      // A provider fault: it refuses every message the same way (delivery/services/provider_faults.py).
+      const breaker = p.fault ? `${p.breaker} (fault: ${p.fault})` : p.breaker;
+      for (const v of [p.provider, breaker, p.attempts, `${(p.error_rate * 100).toFixed(1)}%`, p.latency_p95_ms ?? "-"]) {
         const td = document.createElement("td"); td.textContent = v; row.append(td);
       }
       body.append(row);
