@@ -35,4 +35,4 @@ migrate: $(BIN)/.installed
 
 # Delivered mail and the embedded servers' data (stop `make run` first).
 clean:
-	rm -rf var/mail var/postgres var/redis
+	rm -rf var/mail var/postgres var/redis var/demo_api_key

@@ -57,6 +57,10 @@ def _var_dir(env: dict[str, str]) -> Path:
     return Path(env.get("NOTIFIER_VAR_DIR") or BASE_DIR / "var")
 
 
+def _mail_dir(env: dict[str, str]) -> Path:
+    return _var_dir(env) / "mail"  # the settings' MAIL_SINK_DIR
+
+
 def _start_embedded_services(env: dict[str, str]) -> list:
     """The embedded PostgreSQL and Redis the settings point at when no URL is set.
 
@@ -81,19 +85,28 @@ def _start_smtp_sink(env: dict[str, str]) -> subprocess.Popen | None:
     if env.get("SMTP_HOST"):
         return None
     port = env.setdefault("SMTP_PORT", "8025")
-    mail_dir = str(_var_dir(env) / "mail")  # settings.MAIL_SINK_DIR
+    mail_dir = str(_mail_dir(env))
     command = [sys.executable, "-m", "notifier.smtp_sink", "--port", port, "--dir", mail_dir]
     return subprocess.Popen(command, cwd=BASE_DIR, env=env)
 
 
 def _demo_key(env: dict[str, str]) -> str:
     key_file = _var_dir(env) / "demo_api_key"
-    if key_file.exists():
+    if key_file.exists() and _key_is_known(key_file.read_text().strip()):
         return key_file.read_text().strip()
     key = _manage("create_api_key", "demo").strip().splitlines()[-1]
     key_file.write_text(key)
     key_file.chmod(0o600)
     return key
+
+
+def _key_is_known(key: str) -> bool:
+    """A key file can outlive its database (`make clean` of var/postgres, another DATABASE_URL)."""
+    code = ("import sys; from clients.models import ApiClient; "
+            f"sys.exit(0 if ApiClient.objects.is_valid({key!r}) else 3)")
+    result = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=BASE_DIR,
+                            capture_output=True, text=True)
+    return result.returncode == 0
 
 
 def _ensure_demo_template() -> None:
@@ -111,7 +124,7 @@ def _print_banner(env: dict[str, str], key: str) -> None:
     print(
         f"\nnotifier is ready on http://127.0.0.1:{port}  (admin: /admin/, health: /healthz,"
         f" Flower: http://127.0.0.1:{env.get('FLOWER_PORT', '5555')})\n"
-        "Send an email (it lands in var/mail/ as an .eml file):\n\n"
+        f"Send an email (it lands in {_mail_dir(env)}/ as an .eml file):\n\n"
         f"curl -s -X POST http://127.0.0.1:{port}/api/v1/messages \\\n"
         f"  -H 'Authorization: Api-Key {key}' -H 'Content-Type: application/json' \\\n"
         "  -d '{\"to\": \"you@example.com\", \"template\": \"welcome\", \"priority\": \"critical\","
