@@ -3,8 +3,9 @@
 - Without DATABASE_URL / REDIS_URL the session starts the embedded PostgreSQL and Redis
   (notifier/embedded.py) and stops them at its end, unless they were already running (for
   example under `make run`): then it uses them and leaves them be. No process is left behind.
-- Under pytest-xdist every worker gets its own test database (pytest-django suffixes the name)
-  and its own Redis database, so the Celery queues, due sets and rate-limit buckets of one
+- The tests never use the configured Redis database itself but the next one up, and under
+  pytest-xdist every worker gets its own test database (pytest-django suffixes the name) and
+  its own Redis database, so the Celery queues, due sets and rate-limit buckets of one
   worker's tests are invisible to another's. RabbitMQ has one vhost: tests that use it share the
   `amqp` xdist group, which runs on a single worker.
 """
@@ -23,7 +24,7 @@ REDIS_DATABASES = 16  # redis-server's default `databases`
 
 def pytest_configure(config: pytest.Config) -> None:
     worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if worker:
+    if worker:  # the controller started the services
         _use_worker_redis_database(int(worker.removeprefix("gw")))
         return
     started = []
@@ -32,6 +33,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if not os.environ.get("REDIS_URL") and settings.EMBEDDED_REDIS.start():
         started.append(settings.EMBEDDED_REDIS)
     config.stash[_STARTED] = started
+    # Never the configured database itself: a `make run` sharing the embedded Redis keeps its
+    # queues and due set (the tests purge theirs).
+    _use_worker_redis_database(0)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
