@@ -6,6 +6,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from campaigns.models import Campaign
+from clients.models import ApiClient
 from feedback.normalize import EventType
 from feedback.services.processing import events_process
 from tests.feedback.helpers import campaign, event, sent_messages
@@ -43,6 +44,21 @@ def test_dashboard_page_and_data(staff_client, settings):
     row = next(r for r in data["campaigns"] if r["id"] == c.id)
     assert (row["done"], row["total"]) == (3, 5)
     assert data["dead_letters"] is None or isinstance(data["dead_letters"], list)
+
+
+def test_campaign_progress_counts_against_the_whole_audience(staff_client, api):
+    # The fan-out counted 1,000 recipients and has written 10 rows so far.
+    owner = ApiClient.objects.get(name="test-service")
+    c = campaign(audience_size=1000, client=owner)
+    sent_messages(3, campaign_obj=c)
+    sent_messages(2, campaign_obj=c, status="CANCELLED")  # cancelled recipients are not done
+    sent_messages(5, campaign_obj=c, status="QUEUED")
+    row = next(r for r in staff_client.get("/dashboard/data.json").json()["campaigns"] if r["id"] == c.id)
+    assert (row["done"], row["total"]) == (3, 1000)
+    counts = api.get(f"/api/v1/campaigns/{c.id}/stats").json()["counts"]
+    assert (counts["done"], counts["audience"]) == (3, 1000)
+    counters = api.get(f"/api/v1/campaigns/{c.id}").json()["counters"]
+    assert (counters["done"], counters["total"]) == (3, 1000)
 
 
 def test_campaign_buttons_change_the_campaign(staff_client):
