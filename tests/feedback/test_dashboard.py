@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 
 from campaigns.models import Campaign
 from clients.models import ApiClient
+from delivery.models import EmailMessage
 from feedback.normalize import EventType
 from feedback.services.processing import events_process
+from tests import factories
 from tests.feedback.helpers import campaign, event, sent_messages
 
 pytestmark = pytest.mark.django_db
@@ -59,6 +64,42 @@ def test_campaign_progress_counts_against_the_whole_audience(staff_client, api):
     assert (counts["done"], counts["audience"]) == (3, 1000)
     counters = api.get(f"/api/v1/campaigns/{c.id}").json()["counters"]
     assert (counters["done"], counters["total"]) == (3, 1000)
+
+
+def _queues(staff_client) -> dict[str, dict]:
+    return {q["priority"]: q for q in staff_client.get("/dashboard/data.json").json()["queues"]}
+
+
+def test_sla_state_compares_the_oldest_age_with_the_sla(staff_client):
+    # A big campaign just queued on the low queue (SLA 1 h): on time, whatever its size.
+    version = factories.template_version()
+    EmailMessage.objects.bulk_create(
+        [EmailMessage(recipient=f"bulk{i}@example.com", template_version=version, priority=3,
+                      idempotency_key=f"sla:{i}") for i in range(10_001)], batch_size=5000)
+    low = _queues(staff_client)["low"]
+    assert low["pending"] == 10_001 and low["oldest_age_seconds"] < 60
+    assert low["alert"] == "ok"
+    EmailMessage.objects.filter(priority=3).update(created_at=timezone.now() - timedelta(minutes=40))
+    assert _queues(staff_client)["low"]["alert"] == "warning"  # past half its SLA
+    EmailMessage.objects.filter(priority=3).update(created_at=timezone.now() - timedelta(minutes=61))
+    assert _queues(staff_client)["low"]["alert"] == "critical"
+
+
+def test_dashboard_and_schedules_api_share_one_oldest_age(staff_client, api):
+    now = timezone.now()
+    # Scheduled a day ago for 5 s ago, dispatched 1 s ago: it has waited 5 s, not a day.
+    scheduled = factories.email_message(priority=1, status=EmailMessage.Status.QUEUED,
+                                        scheduled_for=now - timedelta(seconds=5), requeued_at=now)
+    EmailMessage.objects.filter(pk=scheduled.pk).update(created_at=now - timedelta(days=1))
+    # Stuck for 10 min, re-published by recovery just now: it has waited 10 min, not 0 s.
+    stuck = factories.email_message(priority=2, status=EmailMessage.Status.QUEUED, requeued_at=now)
+    EmailMessage.objects.filter(pk=stuck.pk).update(created_at=now - timedelta(minutes=10))
+    dashboard = _queues(staff_client)
+    snapshot = api.get("/api/v1/schedules").json()["queue_snapshot"]
+    assert 5 <= dashboard["high"]["oldest_age_seconds"] < 60 and dashboard["high"]["alert"] == "ok"
+    assert 600 <= dashboard["normal"]["oldest_age_seconds"] < 700
+    for priority in ("high", "normal"):
+        assert abs(snapshot[priority]["oldest_age_seconds"] - dashboard[priority]["oldest_age_seconds"]) < 5
 
 
 def test_campaign_buttons_change_the_campaign(staff_client):
