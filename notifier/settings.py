@@ -308,6 +308,11 @@ FEEDBACK_REPUTATION_CHECK_SECONDS = env.int("FEEDBACK_REPUTATION_CHECK_SECONDS",
 # Dashboard and overview.
 FLOWER_URL = env.str("FLOWER_URL", default="http://127.0.0.1:5555/")
 FEEDBACK_WORKERS_CACHE_SECONDS = env.int("FEEDBACK_WORKERS_CACHE_SECONDS", default=10)
+# The overall alert turns critical when a provider fails at least this share of its calls over
+# the last 15 minutes (transient, permanent and ambiguous outcomes), once it made at least
+# FEEDBACK_PROVIDER_ALERT_MIN_ATTEMPTS calls: a single failed call is no outage.
+FEEDBACK_PROVIDER_ERROR_RATE_ALERT = env.float("FEEDBACK_PROVIDER_ERROR_RATE_ALERT", default=0.2)
+FEEDBACK_PROVIDER_ALERT_MIN_ATTEMPTS = env.int("FEEDBACK_PROVIDER_ALERT_MIN_ATTEMPTS", default=20)
 LOGIN_URL = "/admin/login/"
 # --- Scheduling --------------------------------------------------------------------------------
 # A claimed batch of due ids is returned to the due set when its scheduler has not acknowledged

@@ -35,14 +35,21 @@ def stats_overview() -> dict[str, Any]:
     workers = live_workers()
     for entry in queues:
         entry["workers"] = workers.get(entry["queue"], [])
-    levels = [q["alert"] for q in queues]
-    overall = "critical" if "critical" in levels else "warning" if "warning" in levels else "ok"
+    providers = provider_health()
     return {
         "generated_at": timezone.now().isoformat(),
         "throughput": throughput_last_hour(),
         "queues": queues,
         "workers": workers,
-        "providers": provider_health(),
+        "providers": providers,
         "webhooks": webhook_summary(),
-        "alerts": {"overall": overall, "per_priority": {q["priority"]: q["alert"] for q in queues}},
+        "alerts": {
+            "overall": _worst([q["alert"] for q in queues] + [p["alert"] for p in providers]),
+            "per_priority": {q["priority"]: q["alert"] for q in queues},
+            "per_provider": {p["provider"]: p["alert"] for p in providers},
+        },
     }
+
+
+def _worst(levels: list[str]) -> str:
+    return "critical" if "critical" in levels else "warning" if "warning" in levels else "ok"

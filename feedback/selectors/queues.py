@@ -155,12 +155,23 @@ def provider_health(*, minutes: int = 15) -> list[dict[str, Any]]:
     health = []
     for name in sorted(set(settings.NOTIFIER_PROVIDERS) | set(stats)):
         attempts, failed = stats.get(name, (0, 0))
+        error_rate = round(failed / attempts, 4) if attempts else 0.0
         health.append({
-            "provider": name, "attempts": attempts, "failed": failed,
-            "error_rate": round(failed / attempts, 4) if attempts else 0.0,
+            "provider": name, "attempts": attempts, "failed": failed, "error_rate": error_rate,
             "latency_p95_ms": latency.get(name), "breaker": breaker_state(name),
+            "alert": provider_alert(attempts=attempts, error_rate=error_rate),
         })
     return health
+
+
+def provider_alert(*, attempts: int, error_rate: float) -> str:
+    """critical when a provider fails too many of its calls over the window. A minimum sample
+    keeps one failed call out of two from turning the whole dashboard red."""
+    if attempts >= settings.FEEDBACK_PROVIDER_ALERT_MIN_ATTEMPTS and (
+        error_rate >= settings.FEEDBACK_PROVIDER_ERROR_RATE_ALERT
+    ):
+        return "critical"
+    return "ok"
 
 
 def _latency_p95(since) -> dict[str, float]:

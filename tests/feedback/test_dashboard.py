@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from campaigns.models import Campaign
 from clients.models import ApiClient
-from delivery.models import EmailMessage
+from delivery.models import DeliveryAttempt, EmailMessage
 from feedback.normalize import EventType
 from feedback.services.processing import events_process
 from tests import factories
@@ -100,6 +100,29 @@ def test_dashboard_and_schedules_api_share_one_oldest_age(staff_client, api):
     assert 600 <= dashboard["normal"]["oldest_age_seconds"] < 700
     for priority in ("high", "normal"):
         assert abs(snapshot[priority]["oldest_age_seconds"] - dashboard[priority]["oldest_age_seconds"]) < 5
+
+
+def _attempts(provider: str, accepted: int, failed: int) -> None:
+    (message,) = sent_messages(1)
+    DeliveryAttempt.objects.bulk_create(
+        [DeliveryAttempt(message=message, provider=provider, outcome="accepted")] * accepted
+        + [DeliveryAttempt(message=message, provider=provider, outcome="transient")] * failed
+    )
+
+
+def test_overall_badge_turns_red_when_a_provider_fails_too_often(staff_client, settings):
+    settings.FEEDBACK_PROVIDER_ERROR_RATE_ALERT, settings.FEEDBACK_PROVIDER_ALERT_MIN_ATTEMPTS = 0.2, 20
+    _attempts("ses", accepted=18, failed=2)  # 10%: fine
+    _attempts("sendgrid", accepted=1, failed=1)  # 50% of 2 calls: too few to judge
+    data = staff_client.get("/dashboard/data.json").json()
+    assert data["alerts"]["overall"] == "ok"
+    _attempts("sendgrid", accepted=15, failed=4)  # 5 of 21: 24%
+    data = staff_client.get("/dashboard/data.json").json()
+    assert data["alerts"]["overall"] == "critical"
+    per_provider = data["alerts"]["per_provider"]
+    assert (per_provider["sendgrid"], per_provider["ses"]) == ("critical", "ok")
+    page = staff_client.get("/dashboard/").content.decode()
+    assert '<span id="overall" class="badge critical">' in page
 
 
 def test_campaign_buttons_change_the_campaign(staff_client):

@@ -82,6 +82,7 @@
     body.replaceChildren();
     for (const p of providers) {
       const row = document.createElement("tr");
+      row.className = p.alert;
       for (const v of [p.provider, p.breaker, p.attempts, `${(p.error_rate * 100).toFixed(1)}%`, p.latency_p95_ms ?? "-"]) {
         const td = document.createElement("td"); td.textContent = v; row.append(td);
       }
