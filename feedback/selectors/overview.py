@@ -10,13 +10,20 @@ from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
 from feedback.models import EmailEvent, WebhookDelivery
-from feedback.selectors.queues import live_workers, priority_queues, provider_health, throughput_last_hour
+from feedback.selectors.queues import (
+    live_workers,
+    minute_buckets,
+    priority_queues,
+    provider_health,
+    throughput_last_hour,
+)
 
 
 def webhook_summary() -> dict[str, Any]:
-    since = timezone.now() - timedelta(hours=1)
+    now = timezone.now()
+    since = now - timedelta(hours=1)
     events = EmailEvent.objects.filter(received_at__gte=since)
-    per_minute: dict[str, dict[str, int]] = {}
+    per_minute: dict[str, dict[str, int]] = {t: {} for t in minute_buckets(since=since, now=now)}
     minutes = events.annotate(t=TruncMinute("received_at"))
     rows = minutes.values_list("t", "event_type").annotate(n=Count("id"))
     for at, event_type, n in rows:

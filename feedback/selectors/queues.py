@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import redis
@@ -94,15 +94,28 @@ def priority_queues() -> list[dict[str, Any]]:
     return result
 
 
+def minute_buckets(*, since: datetime, now: datetime) -> list[str]:
+    """Every minute from since's to now's (ISO, as TruncMinute's): a chart must plot a minute
+    without rows as 0, not draw a line between the minutes that had some."""
+    minute = since.replace(second=0, microsecond=0)
+    buckets = []
+    while minute <= now:
+        buckets.append(minute.isoformat())
+        minute += timedelta(minutes=1)
+    return buckets
+
+
 def throughput_last_hour() -> dict[str, Any]:
-    """Messages sent per priority over the last hour, total and per minute."""
-    since = timezone.now() - timedelta(hours=1)
+    """Messages sent per priority over the last hour, total and per minute (every minute)."""
+    now = timezone.now()
+    since = now - timedelta(hours=1)
     sent = EmailMessage.objects.filter(sent_at__gte=since)
     totals = dict(sent.values_list("priority").annotate(n=Count("id")))
-    series: dict[str, dict[str, int]] = {}
+    labels = [p.label for p in Priority]
+    series = {t: dict.fromkeys(labels, 0) for t in minute_buckets(since=since, now=now)}
     rows = sent.annotate(t=TruncMinute("sent_at")).values_list("t", "priority").annotate(n=Count("id"))
     for at, priority, n in rows:
-        series.setdefault(at.isoformat(), {})[Priority(priority).label] = n
+        series.setdefault(at.isoformat(), dict.fromkeys(labels, 0))[Priority(priority).label] = n
     return {
         "per_priority": {p.label: totals.get(int(p), 0) for p in Priority},
         "per_minute": [{"t": t, **v} for t, v in sorted(series.items())],

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from itertools import pairwise
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -123,6 +124,20 @@ def test_overall_badge_turns_red_when_a_provider_fails_too_often(staff_client, s
     assert (per_provider["sendgrid"], per_provider["ses"]) == ("critical", "ok")
     page = staff_client.get("/dashboard/").content.decode()
     assert '<span id="overall" class="badge critical">' in page
+
+
+def test_throughput_chart_plots_zero_for_minutes_without_sends(staff_client):
+    now = timezone.now()
+    for minutes_ago in (30, 5):  # the only two minutes with sends
+        (message,) = sent_messages(1)
+        EmailMessage.objects.filter(pk=message.pk).update(sent_at=now - timedelta(minutes=minutes_ago))
+    points = staff_client.get("/dashboard/data.json").json()["throughput"]["per_minute"]
+    assert len(points) >= 60  # every minute of the last hour
+    minutes = [datetime.fromisoformat(p["t"]) for p in points]
+    assert all(b - a == timedelta(minutes=1) for a, b in pairwise(minutes))
+    normal = [p["normal"] for p in points]
+    assert sum(normal) == 2 and normal.count(0) == len(points) - 2
+    assert all(p["critical"] == 0 for p in points)
 
 
 def test_campaign_buttons_change_the_campaign(staff_client):
