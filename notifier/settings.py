@@ -70,7 +70,8 @@ WSGI_APPLICATION = "notifier.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],
+        # Project-wide templates (the local Redoc page).
+        "DIRS": [BASE_DIR / "notifier" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -240,6 +241,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Redoc's default theme asks for Roboto and Montserrat (our page no longer loads them from
+    # Google Fonts, notifier/templates/notifier/redoc.html): the system fonts instead.
+    "REDOC_UI_SETTINGS": {"theme": {"typography": {
+        "fontFamily": "system-ui, sans-serif", "headings": {"fontFamily": "system-ui, sans-serif"},
+    }}},
     "SCHEMA_PATH_PREFIX": r"/api/v1",
     "ENUM_NAME_OVERRIDES": {"ErrorCodeEnum": "notifier.api_schema.ERROR_CODES"},
     "PATH_CONVERTER_OVERRIDES": {"id": {"type": "integer", "minimum": 0, "maximum": 10**18 - 1}},
