@@ -70,7 +70,7 @@ WSGI_APPLICATION = "notifier.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        # Project-wide templates (the local Redoc page).
+        # Project-wide overrides (admin/base_site.html: the favicon; the local Redoc page).
         "DIRS": [BASE_DIR / "notifier" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
@@ -271,6 +271,8 @@ STORAGES = {
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
 WHITENOISE_USE_FINDERS = True
+# Files served at the site's root, e.g. /favicon.ico, which every browser asks for.
+WHITENOISE_ROOT = BASE_DIR / "notifier" / "public"
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
