@@ -31,7 +31,6 @@ from notifier.priorities import ALL_QUEUES, POOLS, Priority
 from notifier.redis_client import get_redis, redis_key
 
 logger = logging.getLogger(__name__)
-Status = EmailMessage.Status
 KOMBU_PRIORITY_SEP = "\x06\x16"
 KOMBU_PRIORITY_STEPS = (3, 6, 9)  # kombu's default priority_steps besides 0 (the bare name)
 
