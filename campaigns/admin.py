@@ -68,7 +68,7 @@ class CampaignAdmin(admin.ModelAdmin):
     raw_id_fields = ["template_version", "client"]
     actions = [pause, resume, cancel]
     readonly_fields = ["progress", "status", "fanout_cursor", "fanout_done", "excluded_count",
-                       "started_at", "completed_at", "audience_summary"]
+                       "audience_size", "started_at", "completed_at", "audience_summary"]
     exclude = ["audience"]
 
     @admin.display(description="Per-status counts")
@@ -77,10 +77,10 @@ class CampaignAdmin(admin.ModelAdmin):
             return "-"
         counters = campaign_counters(campaign=campaign)
         total = counters["total"] or 1
-        done = counters["sent"] + counters["failed"] + counters["suppressed"] + counters["cancelled"]
         rows = [(name, value) for name, value in counters.items() if value]
         table = format_html_join("", "<tr><th>{}</th><td>{}</td></tr>", rows)
-        return format_html_join("", "<p>{}% done</p><table>{}</table>", [(round(100 * done / total), table)])
+        percent = round(100 * counters["done"] / total)
+        return format_html_join("", "<p>{}% done</p><table>{}</table>", [(percent, table)])
 
     @admin.display(description="Audience")
     def audience_summary(self, campaign: Campaign) -> str:

@@ -2,7 +2,8 @@
 
 A campaign keeps a snapshot of its audience (`audience`) and schedule so a fan-out restarted
 hours later resolves the same audience; `fanout_cursor` is the last contact id the fan-out has
-written messages for, which makes the fan-out resumable chunk by chunk.
+written messages for, which makes the fan-out resumable chunk by chunk; `audience_size` is how
+many recipients the fan-out resolves the audience to, the denominator of every progress figure.
 """
 
 from __future__ import annotations
@@ -82,6 +83,11 @@ class Campaign(models.Model):
     fanout_cursor = models.BigIntegerField(default=0)
     fanout_done = models.BooleanField(default=False)
     excluded_count = models.PositiveIntegerField(default=0)
+    # Recipients the campaign will have when its fan-out completes (messages written plus
+    # contacts excluded): counted once when the fan-out starts, made exact when it finishes, so
+    # progress is measured against the whole audience, not the rows written so far. NULL until
+    # the fan-out starts.
+    audience_size = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)

@@ -10,6 +10,9 @@ from delivery.models import EmailMessage
 MS = EmailMessage.Status
 # Statuses a message reaches only after it was sent: all count as "sent" too.
 _AFTER_SENT = [MS.SENT, MS.DELIVERED, MS.OPENED, MS.CLICKED, MS.BOUNCED, MS.COMPLAINED]
+# A message in one of these will not be sent again: it counts towards a campaign's progress.
+# CANCELLED is left out on purpose: a cancelled recipient was never reached.
+_DONE = [*_AFTER_SENT, MS.FAILED, MS.SUPPRESSED, MS.AMBIGUOUS]
 
 
 def email_is_suppressed(*, email: str) -> bool:
@@ -27,13 +30,28 @@ def campaign_status_counts(*, campaign_id: int) -> dict[str, int]:
     return {status: n for status, n in rows}
 
 
+def campaign_progress(*, campaign: Campaign, by_status: dict[str, int]) -> dict[str, int]:
+    """{audience, done}: the one progress figure every view shows (API, stats, dashboard, demo).
+
+    `audience` is the whole audience, not the rows written so far: the size the fan-out counted
+    (exact once it finished), or the rows written plus excluded if it is larger (the audience
+    grew meanwhile) or not known yet (the fan-out has not started). `done` counts recipients
+    that will not be sent again, excluded ones included; cancelled ones are not done.
+    """
+    written = sum(by_status.values()) + campaign.excluded_count
+    done = sum(by_status.get(status, 0) for status in _DONE) + campaign.excluded_count
+    return {"audience": max(campaign.audience_size or 0, written), "done": done}
+
+
 def campaign_counters(*, campaign: Campaign) -> dict[str, int]:
-    """Live counters. `suppressed` includes contacts excluded at fan-out (never written)."""
+    """Live counters. `total` is the whole audience (campaign_progress); `suppressed` includes
+    contacts excluded at fan-out (never written)."""
     by_status = campaign_status_counts(campaign_id=campaign.pk)
-    rows = sum(by_status.values())
+    progress = campaign_progress(campaign=campaign, by_status=by_status)
     get = by_status.get
     return {
-        "total": rows + campaign.excluded_count,
+        "total": progress["audience"],
+        "done": progress["done"],
         "scheduled": get(MS.SCHEDULED, 0),
         "queued": get(MS.QUEUED, 0),
         "sending": get(MS.SENDING, 0),

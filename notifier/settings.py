@@ -80,7 +80,8 @@ WSGI_APPLICATION = "notifier.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],
+        # Project-wide overrides (admin/base_site.html: the favicon; the local Redoc page).
+        "DIRS": [BASE_DIR / "notifier" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -243,6 +244,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Redoc's default theme asks for Roboto and Montserrat (our page no longer loads them from
+    # Google Fonts, notifier/templates/notifier/redoc.html): the system fonts instead.
+    "REDOC_UI_SETTINGS": {"theme": {"typography": {
+        "fontFamily": "system-ui, sans-serif", "headings": {"fontFamily": "system-ui, sans-serif"},
+    }}},
     "SCHEMA_PATH_PREFIX": r"/api/v1",
     "ENUM_NAME_OVERRIDES": {"ErrorCodeEnum": "notifier.api_schema.ERROR_CODES"},
     "PATH_CONVERTER_OVERRIDES": {"id": {"type": "integer", "minimum": 0, "maximum": 10**18 - 1}},
@@ -268,6 +274,8 @@ STORAGES = {
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
 WHITENOISE_USE_FINDERS = True
+# Files served at the site's root, e.g. /favicon.ico, which every browser asks for.
+WHITENOISE_ROOT = BASE_DIR / "notifier" / "public"
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
@@ -311,6 +319,11 @@ FEEDBACK_REPUTATION_CHECK_SECONDS = env.int("FEEDBACK_REPUTATION_CHECK_SECONDS",
 # Dashboard and overview.
 FLOWER_URL = env.str("FLOWER_URL", default="http://127.0.0.1:5555/")
 FEEDBACK_WORKERS_CACHE_SECONDS = env.int("FEEDBACK_WORKERS_CACHE_SECONDS", default=10)
+# The overall alert turns critical when a provider fails at least this share of its calls over
+# the last 15 minutes (transient, permanent and ambiguous outcomes), once it made at least
+# FEEDBACK_PROVIDER_ALERT_MIN_ATTEMPTS calls: a single failed call is no outage.
+FEEDBACK_PROVIDER_ERROR_RATE_ALERT = env.float("FEEDBACK_PROVIDER_ERROR_RATE_ALERT", default=0.2)
+FEEDBACK_PROVIDER_ALERT_MIN_ATTEMPTS = env.int("FEEDBACK_PROVIDER_ALERT_MIN_ATTEMPTS", default=20)
 LOGIN_URL = "/admin/login/"
 # --- Scheduling --------------------------------------------------------------------------------
 # A claimed batch of due ids is returned to the due set when its scheduler has not acknowledged

@@ -1,10 +1,11 @@
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 import notifier.url_converters  # noqa: F401 - registers the <id:...> converter
 from delivery.api import MessageCreateApi, MessageDetailApi
 from delivery.provider_api import ProviderListApi
+from notifier.api_docs import LocalRedocView
 from notifier.health import healthz
 from scheduling.urls import urlpatterns as scheduling_urls
 from templates.api import TemplateDetailApi, TemplateListCreateApi, TemplateRenderApi
@@ -22,7 +23,7 @@ api_v1 = [
 api_docs = [
     path("api/v1/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
-    path("api/v1/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
+    path("api/v1/redoc/", LocalRedocView.as_view(url_name="schema"), name="api-redoc"),
 ]
 
 urlpatterns = [

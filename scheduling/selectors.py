@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import datetime, time, timedelta
 
 from django.conf import settings
@@ -105,22 +106,7 @@ def scheduled_messages(*, client: object, limit: int = SCHEDULED_MESSAGES_SHOWN)
 
 def queue_snapshot(*, now: datetime) -> dict[str, dict[str, float | int | None]]:
     """Per priority: pending (QUEUED, waiting for a worker), processing (SENDING) and the age of
-    the oldest pending message (since it was queued or dispatched from the due set)."""
-    from delivery.models import EmailMessage
-    from notifier.priorities import Priority
+    the oldest pending message, as the dashboard shows them (delivery.selectors.queue_backlogs)."""
+    from delivery.selectors import queue_backlogs
 
-    sql = (
-        f"SELECT priority, count(*) FILTER (WHERE status = 'QUEUED'), "
-        f"count(*) FILTER (WHERE status = 'SENDING'), "
-        f"min(COALESCE(requeued_at, created_at)) FILTER (WHERE status = 'QUEUED') "
-        f"FROM {EmailMessage._meta.db_table} WHERE status IN ('QUEUED', 'SENDING') GROUP BY priority"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql)
-        rows = {row[0]: row[1:] for row in cursor.fetchall()}
-    snapshot = {}
-    for priority in Priority:
-        pending, processing, oldest = rows.get(int(priority), (0, 0, None))
-        age = round(max(0.0, (now - oldest).total_seconds()), 3) if oldest else None
-        snapshot[priority.label] = {"pending": pending, "processing": processing, "oldest_age_seconds": age}
-    return snapshot
+    return {priority.label: asdict(backlog) for priority, backlog in queue_backlogs(now=now).items()}

@@ -25,7 +25,13 @@ from django.db import connection, transaction
 from django.db.models import NOT_PROVIDED
 from django.utils import timezone
 
-from campaigns.audience import CAMPAIGN_TABLE, CONTACT_TABLE, audience_sql, inline_contacts_upsert
+from campaigns.audience import (
+    CAMPAIGN_TABLE,
+    CONTACT_TABLE,
+    audience_count,
+    audience_sql,
+    inline_contacts_upsert,
+)
 from campaigns.campaign_schedule import campaign_schedule_compiled
 from campaigns.models import Campaign, Suppression
 from campaigns.schedule_sql import schedule_expr_params, schedule_sql
@@ -199,6 +205,8 @@ def _fanout_locked(campaign_id: int, report: FanoutReport) -> FanoutReport:
         return report
     if campaign.audience.get("type") == "inline" and not campaign.fanout_cursor:
         inline_contacts_upsert(campaign_id=campaign.id)
+    if campaign.audience_size is None:
+        _audience_size_record(campaign)
     campaign_schedule_compiled(campaign=campaign, now=campaign.created_at)
     with _Publisher(campaign.priority, report) as publisher:
         return _chunks_write(campaign, report, publisher)
@@ -286,8 +294,22 @@ def _advance(campaign_id: int, cursor_id: int, excluded: int) -> bool:
     return row is not None and row[0] in (Campaign.Status.SENDING, Campaign.Status.SCHEDULED)
 
 
+def _audience_size_record(campaign: Campaign) -> None:
+    """The denominator of the campaign's progress, before its first chunk is written."""
+    campaign.audience_size = audience_count(campaign.audience, campaign_id=campaign.id)
+    Campaign.objects.filter(pk=campaign.id).update(audience_size=campaign.audience_size)
+
+
 def _finish(campaign_id: int) -> None:
-    Campaign.objects.filter(pk=campaign_id).update(fanout_done=True)
+    # The first finish makes audience_size exact: contacts that joined or left the audience
+    # while the fan-out ran moved it away from the count taken at the start.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {CAMPAIGN_TABLE} SET fanout_done = TRUE, audience_size = excluded_count + "
+            f"(SELECT count(*) FROM {MESSAGE_TABLE} WHERE campaign_id = %s) "
+            "WHERE id = %s AND NOT fanout_done",
+            [campaign_id, campaign_id],
+        )
     campaign_schedule_record_update(campaign_id=campaign_id)
     from campaigns.tasks import campaign_progress_check_later
 

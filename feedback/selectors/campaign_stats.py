@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, Q
+from django.db.models import Count
 from django.db.models.functions import TruncHour, TruncMinute
 
 from campaigns.models import Campaign
+from campaigns.selectors import campaign_progress
 from delivery.models import EmailMessage
 from feedback.models import CampaignEventCounter, EmailEvent, MessageEventMark
 
@@ -27,6 +29,8 @@ def campaign_counts(*, campaign: Campaign) -> dict[str, int]:
     counter = CampaignEventCounter.objects.filter(campaign=campaign).first()
     counts = {name: getattr(counter, name, 0) for name in COUNTED}
     counts["messages"] = sum(by_status.values())
+    # Progress against the whole audience, as on the dashboard and in the campaign API.
+    counts.update(campaign_progress(campaign=campaign, by_status=by_status))
     counts["sent"] = EmailMessage.objects.filter(campaign=campaign, sent_at__isnull=False).count()
     counts["pending"] = sum(by_status.get(s, 0) for s in ("QUEUED", "SCHEDULED", "SENDING"))
     counts["failed"] = by_status.get("FAILED", 0)
@@ -89,24 +93,21 @@ def campaign_stats(*, campaign: Campaign, interval: str = "minute", since: datet
 
 
 def campaigns_running(*, limit: int = 20) -> list[dict[str, Any]]:
-    """Campaigns in flight (or paused) with their progress, for the dashboard."""
+    """Campaigns in flight (or paused) with their progress against the whole audience."""
     active = ("QUEUED", "SENDING", "PAUSED")
-    campaigns = Campaign.objects.filter(status__in=active).order_by("-id")[:limit]
-    progress = dict(
+    campaigns = list(Campaign.objects.filter(status__in=active).order_by("-id")[:limit])
+    by_campaign: dict[int, dict[str, int]] = defaultdict(dict)
+    rows = (
         EmailMessage.objects.filter(campaign__in=campaigns)
-        .values_list("campaign_id")
-        .annotate(total=Count("id"))
-        .values_list("campaign_id", "total")
-    )
-    done = dict(
-        EmailMessage.objects.filter(campaign__in=campaigns)
-        .exclude(Q(status__in=("QUEUED", "SCHEDULED", "SENDING")))
-        .values_list("campaign_id")
+        .values_list("campaign_id", "status")
         .annotate(n=Count("id"))
-        .values_list("campaign_id", "n")
+        .order_by()
     )
-    return [
-        {"id": c.id, "name": c.name, "status": c.status, "total": progress.get(c.id, 0),
-         "done": done.get(c.id, 0)}
-        for c in campaigns
-    ]
+    for campaign_id, status, n in rows:
+        by_campaign[campaign_id][status] = n
+    result = []
+    for c in campaigns:
+        progress = campaign_progress(campaign=c, by_status=by_campaign[c.id])
+        result.append({"id": c.id, "name": c.name, "status": c.status, "total": progress["audience"],
+                       "done": progress["done"]})
+    return result

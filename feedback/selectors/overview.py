@@ -10,13 +10,20 @@ from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
 from feedback.models import EmailEvent, WebhookDelivery
-from feedback.selectors.queues import live_workers, priority_queues, provider_health, throughput_last_hour
+from feedback.selectors.queues import (
+    live_workers,
+    minute_buckets,
+    priority_queues,
+    provider_health,
+    throughput_last_hour,
+)
 
 
 def webhook_summary() -> dict[str, Any]:
-    since = timezone.now() - timedelta(hours=1)
+    now = timezone.now()
+    since = now - timedelta(hours=1)
     events = EmailEvent.objects.filter(received_at__gte=since)
-    per_minute: dict[str, dict[str, int]] = {}
+    per_minute: dict[str, dict[str, int]] = {t: {} for t in minute_buckets(since=since, now=now)}
     minutes = events.annotate(t=TruncMinute("received_at"))
     rows = minutes.values_list("t", "event_type").annotate(n=Count("id"))
     for at, event_type, n in rows:
@@ -36,9 +43,6 @@ def stats_overview() -> dict[str, Any]:
     for entry in queues:
         entry["workers"] = workers.get(entry["queue"], [])
     providers = provider_health()
-    # A provider fault counts: a queue can look healthy while its messages are all refused.
-    levels = [q["alert"] for q in queues] + [p["alert"] for p in providers]
-    overall = "critical" if "critical" in levels else "warning" if "warning" in levels else "ok"
     return {
         "generated_at": timezone.now().isoformat(),
         "throughput": throughput_last_hour(),
@@ -47,8 +51,14 @@ def stats_overview() -> dict[str, Any]:
         "providers": providers,
         "webhooks": webhook_summary(),
         "alerts": {
-            "overall": overall,
+            # A provider fault or error rate counts: a queue can look healthy while its
+            # messages are all refused.
+            "overall": _worst([q["alert"] for q in queues] + [p["alert"] for p in providers]),
             "per_priority": {q["priority"]: q["alert"] for q in queues},
             "per_provider": {p["provider"]: p["alert"] for p in providers},
         },
     }
+
+
+def _worst(levels: list[str]) -> str:
+    return "critical" if "critical" in levels else "warning" if "warning" in levels else "ok"

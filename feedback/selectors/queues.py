@@ -2,7 +2,8 @@
 
 Broker depth is LLEN of the Celery queue lists (kombu's Redis transport keeps one list per
 queue, plus one per priority step named `<queue>\\x06\\x16<step>`); it counts *tasks* (batches),
-while `pending` counts messages (QUEUED rows). Oldest age comes from the oldest QUEUED row.
+while `pending` counts messages (QUEUED rows). Pending, processing and oldest age come from
+`delivery.selectors.queue_backlogs`, shared with the schedules API.
 
 Redis keys read here:
     notifier:feedback:workers          cached `celery inspect active_queues` (JSON, short TTL)
@@ -14,26 +15,24 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import redis
 from django.conf import settings
 from django.db import connection
-from django.db.models import Count, Min, Q
+from django.db.models import Count, Q
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
 from delivery.models import DeliveryAttempt, EmailMessage
-from delivery.selectors import circuit_breaker_get
+from delivery.selectors import circuit_breaker_get, queue_backlogs
 from notifier.priorities import ALL_QUEUES, POOLS, Priority
 from notifier.redis_client import get_redis, redis_key, redis_url_of_broker
 
 logger = logging.getLogger(__name__)
-Status = EmailMessage.Status
 KOMBU_PRIORITY_SEP = "\x06\x16"
 KOMBU_PRIORITY_STEPS = (3, 6, 9)  # kombu's default priority_steps besides 0 (the bare name)
-WARNING_BACKLOG, CRITICAL_BACKLOG = 10_000, 100_000
 
 
 def _broker() -> redis.Redis | None:
@@ -62,51 +61,58 @@ def broker_depths() -> dict[str, int | None]:
     return {q: sum(lengths[i * width:(i + 1) * width]) for i, q in enumerate(ALL_QUEUES)}
 
 
-def alert_level(*, backlog: int, oldest_age: float | None, sla_seconds: int) -> str:
+def alert_level(*, oldest_age: float | None, sla_seconds: int) -> str:
+    """The SLA state: how long the oldest pending message has waited against the queue's SLA.
+
+    The backlog's size is not part of it: a 50,000-row campaign on the low queue whose oldest
+    row is 3 s old is on time (it used to show "warning" past 10,000 rows).
+    """
     age = oldest_age or 0.0
-    if backlog > CRITICAL_BACKLOG or age > sla_seconds:
+    if age > sla_seconds:
         return "critical"
-    if backlog > WARNING_BACKLOG or age > sla_seconds / 2:
+    if age > sla_seconds / 2:
         return "warning"
     return "ok"
 
 
 def priority_queues() -> list[dict[str, Any]]:
     """One entry per priority: pending, processing, broker depth, oldest age, SLA state."""
-    now = timezone.now()
-    rows = (
-        EmailMessage.objects.filter(status__in=(Status.QUEUED, Status.SENDING))
-        .values_list("priority")
-        .annotate(
-            pending=Count("id", filter=Q(status=Status.QUEUED)),
-            processing=Count("id", filter=Q(status=Status.SENDING)),
-            oldest=Min("created_at", filter=Q(status=Status.QUEUED)),
-        )
-    )
-    by_priority = {p: (pending, processing, oldest) for p, pending, processing, oldest in rows}
+    backlogs = queue_backlogs(now=timezone.now())
     depths = broker_depths()
     result = []
     for priority, pool in POOLS.items():
-        pending, processing, oldest = by_priority.get(int(priority), (0, 0, None))
-        age = (now - oldest).total_seconds() if oldest else None
+        backlog = backlogs[priority]
         result.append({
-            "priority": priority.label, "queue": pool.queue, "pending": pending,
-            "processing": processing, "broker_tasks": depths.get(pool.queue),
-            "oldest_age_seconds": age, "sla_seconds": pool.sla_seconds,
-            "alert": alert_level(backlog=pending, oldest_age=age, sla_seconds=pool.sla_seconds),
+            "priority": priority.label, "queue": pool.queue, "pending": backlog.pending,
+            "processing": backlog.processing, "broker_tasks": depths.get(pool.queue),
+            "oldest_age_seconds": backlog.oldest_age_seconds, "sla_seconds": pool.sla_seconds,
+            "alert": alert_level(oldest_age=backlog.oldest_age_seconds, sla_seconds=pool.sla_seconds),
         })
     return result
 
 
+def minute_buckets(*, since: datetime, now: datetime) -> list[str]:
+    """Every minute from since's to now's (ISO, as TruncMinute's): a chart must plot a minute
+    without rows as 0, not draw a line between the minutes that had some."""
+    minute = since.replace(second=0, microsecond=0)
+    buckets = []
+    while minute <= now:
+        buckets.append(minute.isoformat())
+        minute += timedelta(minutes=1)
+    return buckets
+
+
 def throughput_last_hour() -> dict[str, Any]:
-    """Messages sent per priority over the last hour, total and per minute."""
-    since = timezone.now() - timedelta(hours=1)
+    """Messages sent per priority over the last hour, total and per minute (every minute)."""
+    now = timezone.now()
+    since = now - timedelta(hours=1)
     sent = EmailMessage.objects.filter(sent_at__gte=since)
     totals = dict(sent.values_list("priority").annotate(n=Count("id")))
-    series: dict[str, dict[str, int]] = {}
+    labels = [p.label for p in Priority]
+    series = {t: dict.fromkeys(labels, 0) for t in minute_buckets(since=since, now=now)}
     rows = sent.annotate(t=TruncMinute("sent_at")).values_list("t", "priority").annotate(n=Count("id"))
     for at, priority, n in rows:
-        series.setdefault(at.isoformat(), {})[Priority(priority).label] = n
+        series.setdefault(at.isoformat(), dict.fromkeys(labels, 0))[Priority(priority).label] = n
     return {
         "per_priority": {p.label: totals.get(int(p), 0) for p in Priority},
         "per_minute": [{"t": t, **v} for t, v in sorted(series.items())],
@@ -138,11 +144,6 @@ def live_workers() -> dict[str, list[str]]:
     return workers
 
 
-def provider_alert(fault: str) -> str:
-    """A provider fault is critical: every message it is given comes back refused."""
-    return "critical" if fault else "ok"
-
-
 def provider_health(*, minutes: int = 15) -> list[dict[str, Any]]:
     """Per provider over the last minutes: attempts, error rate, latency, breaker state, fault."""
     since = timezone.now() - timedelta(minutes=minutes)
@@ -160,13 +161,26 @@ def provider_health(*, minutes: int = 15) -> list[dict[str, Any]]:
     for name in sorted(set(settings.NOTIFIER_PROVIDERS) | set(stats)):
         attempts, failed = stats.get(name, (0, 0))
         breaker = circuit_breaker_get(name)
+        error_rate = round(failed / attempts, 4) if attempts else 0.0
         health.append({
-            "provider": name, "attempts": attempts, "failed": failed,
-            "error_rate": round(failed / attempts, 4) if attempts else 0.0,
-            "latency_p95_ms": latency.get(name), "breaker": breaker.state,
-            "fault": breaker.fault, "alert": provider_alert(breaker.fault),
+            "provider": name, "attempts": attempts, "failed": failed, "error_rate": error_rate,
+            "latency_p95_ms": latency.get(name), "breaker": breaker.state, "fault": breaker.fault,
+            "alert": provider_alert(fault=breaker.fault, attempts=attempts, error_rate=error_rate),
         })
     return health
+
+
+def provider_alert(*, fault: str, attempts: int, error_rate: float) -> str:
+    """critical in a provider fault (it refuses every message the same way) or when it fails too
+    many of its calls over the window. A minimum sample keeps one failed call out of two from
+    turning the whole dashboard red."""
+    if fault:
+        return "critical"
+    if attempts >= settings.FEEDBACK_PROVIDER_ALERT_MIN_ATTEMPTS and (
+        error_rate >= settings.FEEDBACK_PROVIDER_ERROR_RATE_ALERT
+    ):
+        return "critical"
+    return "ok"
 
 
 def _latency_p95(since) -> dict[str, float]:

@@ -93,11 +93,12 @@ def due_reap(*, now: float, limit: int = 10_000) -> list[int]:
     return [int(x) for x in raw]
 
 
-def due_restore(*, items: Sequence[tuple[int, float]]) -> int:
-    """Add (id, due epoch) pairs unless the id is claimed right now (rebuild after Redis loss)."""
+def due_restore(*, items: Sequence[tuple[int, float]], dry_run: bool = False) -> int:
+    """Add (id, due epoch) pairs unless the id is claimed right now (rebuild after Redis loss);
+    `dry_run` counts what it would add, in the same script, and writes nothing."""
     if not items:
         return 0
-    args: list[float | int] = []
+    args: list[float | int | str] = ["count" if dry_run else "write"]
     for message_id, score in items:
         args += [score, message_id]
     return int(script("schedule_restore")(keys=[due_key(), processing_key()], args=args))

@@ -34,12 +34,11 @@ def _batches(batch_size: int) -> Iterator[list[tuple[int, float]]]:
 def schedule_rebuild(
     *, batch_size: int = 5000, dry_run: bool = False, progress: Callable[[int, int], None] | None = None
 ) -> tuple[int, int]:
-    """Returns (rows seen, ids added or re-scored)."""
+    """Returns (rows seen, ids added or re-scored); a dry run returns what it would add."""
     seen = added = 0
     for batch in _batches(batch_size):
         seen += len(batch)
-        if not dry_run:
-            added += due.due_restore(items=batch)
+        added += due.due_restore(items=batch, dry_run=dry_run)
         if progress:
             progress(seen, added)
     return seen, added

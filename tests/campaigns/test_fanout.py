@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from campaigns.audience import audience_count
 from campaigns.models import Campaign, Contact, Suppression
 from campaigns.selectors import campaign_counters
 from campaigns.services import lifecycle
@@ -49,6 +50,22 @@ def test_fanout_writes_one_row_per_eligible_contact_and_counts_the_rest(campaign
     assert campaign.status == Campaign.Status.SENDING and campaign.fanout_done
     counters = campaign_counters(campaign=campaign)
     assert (counters["total"], counters["queued"], counters["suppressed"]) == (2000, 1997, 3)
+
+
+def test_fanout_records_the_whole_audience_and_makes_it_exact_when_done(campaign):
+    assert audience_count(campaign.audience, campaign_id=campaign.pk) == 2000  # 3 of them excluded
+    campaign_fanout(campaign_id=campaign.pk)
+    campaign.refresh_from_db()
+    assert campaign.audience_size == 2000
+    # A count taken at the start that the audience then moved away from (contacts deleted
+    # meanwhile) is corrected when the fan-out finishes, so progress can still reach 100%.
+    stale = Campaign.objects.create(
+        name="stale", template_version=campaign.template_version, status=Campaign.Status.QUEUED,
+        audience=campaign.audience, audience_size=2600,
+    )
+    campaign_fanout(campaign_id=stale.pk)
+    stale.refresh_from_db()
+    assert stale.audience_size == 2000 == campaign_counters(campaign=stale)["total"]
 
 
 def test_restarted_fanout_completes_without_duplicates(campaign):

@@ -1,7 +1,7 @@
 """recount_campaign rebuilds the counters from the unique event marks."""
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from feedback.models import CampaignEventCounter
 from feedback.normalize import EventType as E
@@ -22,3 +22,11 @@ def test_recount_repairs_drifted_counters_and_dry_run_writes_nothing(capsys):
     call_command("recount_campaign", "--all")
     counter = CampaignEventCounter.objects.get(campaign=c)
     assert (counter.delivered, counter.opened, counter.clicked) == (3, 3, 1)
+
+
+def test_recount_of_an_unknown_campaign_is_a_clean_error_naming_it():
+    known = campaign()
+    for flags in ([], ["--dry-run"]):
+        with pytest.raises(CommandError, match=r"no campaign with id 424242$"):
+            call_command("recount_campaign", known.id, 424242, *flags)
+    assert not CampaignEventCounter.objects.exists()  # nothing recounted, not even the known one

@@ -43,3 +43,9 @@ def test_docs_pages_render_from_local_assets(client):
         assert response.status_code == 200
         html = response.content.decode()
         assert "drf_spectacular_sidecar" in html and "cdn.jsdelivr" not in html
+        # No absolute URL to another host (a CDN, Google Fonts): everything comes from us.
+        assert set(re.findall(r"""https?://([^/"'\s]+)""", html)) <= {"testserver"}, url
+    # Redoc's bundle links Redocly's logo on its CDN: the page's policy keeps the browser from
+    # fetching it (tests/openapi/test_docs_browser.py watches the browser).
+    policy = client.get("/api/v1/redoc/")["Content-Security-Policy"]
+    assert "img-src 'self' data:" in policy and "default-src 'self'" in policy

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 from django.utils import timezone
 
 from delivery.models import EmailMessage
@@ -129,12 +131,28 @@ def test_rebuild_restores_scheduled_rows_once_and_skips_claimed_ids(version):
     get_redis().delete(due.due_key())
     claimed = ids[:3]
     get_redis().zadd(due.processing_key(), {str(pk): time.time() + 30 for pk in claimed})
-    assert schedule_rebuild(batch_size=500, dry_run=True) == (1200, 0)
+    assert schedule_rebuild(batch_size=500, dry_run=True) == (1200, 1197)  # what the real run adds
     assert get_redis().zcard(due.due_key()) == 0
     assert schedule_rebuild(batch_size=500) == (1200, 1197)
     assert schedule_rebuild(batch_size=500) == (1200, 1197)  # re-scores, adds nothing new
     members = {int(m) for m in get_redis().zrange(due.due_key(), 0, -1)}
     assert members == set(ids[3:]) and not members & set(done)
+
+
+def test_rebuild_schedule_dry_run_reports_the_count_the_real_run_adds(version):
+    _rows(version, 1, 3600)
+    get_redis().delete(due.due_key())  # Redis lost the due set
+
+    def run(*flags: str) -> str:
+        out = StringIO()
+        call_command("rebuild_schedule", *flags, stdout=out)
+        return out.getvalue().splitlines()[-1]
+
+    dry_run = "1 scheduled messages; 1 would be added or re-scored (dry run, nothing written)"
+    assert run("--dry-run") == dry_run
+    assert get_redis().zcard(due.due_key()) == 0
+    assert run() == "1 scheduled messages; 1 added or re-scored"
+    assert get_redis().zcard(due.due_key()) == 1
 
 
 def test_overdue_rows_missing_from_redis_are_swept_back_and_dispatched(version):

@@ -162,8 +162,9 @@ def test_recurring_schedule_lifecycle_through_the_api(api):
 
 def test_queue_snapshot_counts_pending_and_processing(api, otp_template):
     from tests import factories
-    old = timezone.now() - timedelta(seconds=30)
-    factories.email_message(priority=3, status=Status.QUEUED, requeued_at=old)
+    # Queued 30 s ago and re-published just now: it has still waited 30 s.
+    waiting = factories.email_message(priority=3, status=Status.QUEUED, requeued_at=timezone.now())
+    EmailMessage.objects.filter(pk=waiting.pk).update(created_at=timezone.now() - timedelta(seconds=30))
     factories.email_message(priority=3, status=Status.SENDING)
     snapshot = api.get("/api/v1/schedules").json()["queue_snapshot"]
     assert snapshot["low"]["pending"] == 1 and snapshot["low"]["processing"] == 1

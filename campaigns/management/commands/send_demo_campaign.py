@@ -49,16 +49,27 @@ class Command(BaseCommand):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             campaign.refresh_from_db()
-            counters = campaign_counters(campaign=campaign)
-            done = sum(counters[k] for k in ("sent", "failed", "suppressed", "cancelled", "ambiguous"))
-            bar.update(done, f"{campaign.status.lower()} queued={counters['queued']:,} "
-                             f"sending={counters['sending']:,} failed={counters['failed']:,}")
+            _draw(bar, campaign, n)
             if campaign.status in FINAL:
                 break
             time.sleep(0.5)
         bar.finish()
         counters = campaign_counters(campaign=campaign)
         self.stdout.write(f"campaign {campaign.pk}: {campaign.status}; counters {counters}")
+        if campaign.status == Campaign.Status.FAILED:
+            # A non-zero exit, so a script or CI running the demo notices.
+            reason = campaign.metadata.get("failure") or "no reason recorded"
+            raise CommandError(f"campaign {campaign.pk} FAILED: {reason}")
+
+
+def _draw(bar: ProgressBar, campaign: Campaign, n: int) -> None:
+    """Progress against the whole audience (the same figure as the dashboard and the API)."""
+    counters = campaign_counters(campaign=campaign)
+    # The fan-out's count once it has started; until then the size of the list just made.
+    bar.total = counters["total"] if campaign.audience_size is not None else n
+    bar.update(counters["done"], f"{campaign.status.lower()} queued={counters['queued']:,} "
+                                 f"sending={counters['sending']:,} failed={counters['failed']:,} "
+                                 f"cancelled={counters['cancelled']:,}")
 
 
 def _demo_template() -> int:

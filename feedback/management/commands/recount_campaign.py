@@ -23,6 +23,7 @@ class Command(BaseCommand):
             ids = list(Campaign.objects.order_by("id").values_list("id", flat=True))
         if not ids:
             raise CommandError("name campaign ids, or --all")
+        _require_campaigns(ids)
         for position, campaign_id in enumerate(ids, 1):
             stored = CampaignEventCounter.objects.filter(campaign_id=campaign_id).values(*COUNTED).first()
             if options["dry_run"]:
@@ -33,3 +34,12 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"[{position}/{len(ids)}] campaign {campaign_id}: stored {stored}, {verb} {counts}"
             )
+
+
+def _require_campaigns(ids: list[int]) -> None:
+    """Refuse unknown ids before recounting anything: a counter row for a campaign that does not
+    exist broke the foreign key at commit, with a traceback instead of a message."""
+    known = set(Campaign.objects.filter(pk__in=ids).values_list("id", flat=True))
+    missing = [str(campaign_id) for campaign_id in ids if campaign_id not in known]
+    if missing:
+        raise CommandError(f"no campaign with id {', '.join(missing)}")

@@ -16,13 +16,17 @@ class Command(BaseCommand):
         parser.add_argument("--dry-run", action="store_true", help="count, write nothing")
 
     def handle(self, *args: object, **options: object) -> None:
+        dry_run = bool(options["dry_run"])
+        verb = "would be added" if dry_run else "added"
+
         def progress(seen: int, added: int) -> None:
-            self.stdout.write(f"  {seen} scheduled rows read, {added} added")
+            self.stdout.write(f"  {seen} scheduled rows read, {added} {verb}")
 
         seen, added = schedule_rebuild(
-            batch_size=int(options["batch_size"]), dry_run=bool(options["dry_run"]), progress=progress
+            batch_size=int(options["batch_size"]), dry_run=dry_run, progress=progress
         )
-        if options["dry_run"]:
-            self.stdout.write(self.style.SUCCESS(f"{seen} scheduled messages; dry run, nothing written"))
+        if dry_run:
+            self.stdout.write(self.style.SUCCESS(
+                f"{seen} scheduled messages; {added} would be added or re-scored (dry run, nothing written)"))
         else:
             self.stdout.write(self.style.SUCCESS(f"{seen} scheduled messages; {added} added or re-scored"))

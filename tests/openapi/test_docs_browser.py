@@ -1,0 +1,39 @@
+"""The Redoc page in Debian's headless Chromium (Playwright, executable_path): it renders the
+API, and the browser sends no request to any other host (no CDN, no web fonts, no logo)."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import pytest
+from playwright.sync_api import Route, sync_playwright
+
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_redoc_renders_with_no_request_to_another_host(live_server):
+    ours = urlsplit(live_server.url).netloc
+    offsite: list[str] = []
+
+    def only_ours(route: Route) -> None:
+        # Every request the browser would put on the network passes here (a request the page's
+        # Content-Security-Policy blocks never does); one for another host is recorded, not sent.
+        if urlsplit(route.request.url).netloc == ours:
+            route.continue_()
+        else:
+            offsite.append(route.request.url)
+            route.abort()
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            page.route("**/*", only_ours)
+            page.goto(f"{live_server.url}/api/v1/redoc/", timeout=30_000)
+            page.wait_for_selector("h1:has-text('notifier API')", timeout=30_000)  # rendered
+            page.wait_for_load_state("networkidle", timeout=30_000)
+        finally:
+            browser.close()
+    assert offsite == []
