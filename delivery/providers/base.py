@@ -13,13 +13,16 @@ classifies every outcome, because the caller's next move depends on it:
 
 from __future__ import annotations
 
-import enum
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from django.db import models
 
-class Outcome(enum.StrEnum):
+
+class Outcome(models.TextChoices):
+    """What one provider call did with one message; DeliveryAttempt.outcome records it."""
+
     ACCEPTED = "accepted"
     PERMANENT = "permanent"
     TRANSIENT = "transient"
