@@ -32,6 +32,11 @@ class CampaignLaunched:
     schedule: Schedule | None = None
 
 
+def campaign_launch_run(definition: dict, client_id: int | None) -> Campaign | None:
+    """One run of a recurring schedule (registered with scheduling/extensions.py)."""
+    return campaign_launch(definition=definition, client_id=client_id)
+
+
 def campaign_launch(*, definition: dict, client_id: int | None) -> Campaign | None:
     """Validate `definition` (raises DRF ValidationError / AudienceTooLargeError) and start it.
 

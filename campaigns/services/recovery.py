@@ -83,3 +83,10 @@ def campaigns_stalled_sends_republish() -> int:
     if republished:
         logger.warning("re-published %d stalled campaign messages (tasks lost)", republished)
     return republished
+
+
+def campaigns_recovery_sweep() -> None:
+    """The scheduler's campaign sweep (registered with scheduling/extensions.py): fan-outs lost
+    with the broker, then sends that stalled."""
+    campaigns_lost_fanout_republish()
+    campaigns_stalled_sends_republish()
