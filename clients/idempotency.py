@@ -42,7 +42,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from clients.models import ApiClient, IdempotencyRecord
-from notifier.redis_client import get_redis, redis_key
+from core.redis_client import get_redis, redis_key
 
 logger = logging.getLogger(__name__)
 HEADER = "Idempotency-Key"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from notifier.priorities import Priority
+from core.priorities import Priority
 
 
 class EmailMessage(models.Model):

@@ -25,10 +25,10 @@ from django.db.models import Count, Q
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
+from core.priorities import ALL_QUEUES, POOLS, Priority
+from core.redis_client import get_redis, redis_key, redis_url_of_broker
 from delivery.models import DeliveryAttempt, EmailMessage
 from delivery.selectors import circuit_breaker_get, queue_backlogs
-from notifier.priorities import ALL_QUEUES, POOLS, Priority
-from notifier.redis_client import get_redis, redis_key, redis_url_of_broker
 
 logger = logging.getLogger(__name__)
 KOMBU_PRIORITY_SEP = "\x06\x16"

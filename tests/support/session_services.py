@@ -45,8 +45,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def _use_worker_redis_database(index: int) -> None:
     """Move this xdist worker's Redis client and Celery broker to a database of its own."""
+    from core.redis_client import get_redis
     from notifier.celery import app
-    from notifier.redis_client import get_redis
 
     database = (redis_database(settings.REDIS_URL) + 1 + index) % REDIS_DATABASES
     settings.REDIS_URL = with_redis_database(settings.REDIS_URL, database)

@@ -15,7 +15,7 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 
-from notifier.api_errors import _CODES
+from core.api.errors import _CODES
 
 _DESCRIPTIONS = {
     400: "Invalid input; `fields` names each bad field.",
@@ -110,7 +110,7 @@ class NotifierAutoSchema(AutoSchema):
 
     def _map_basic_serializer(self, serializer: Any, direction: str) -> dict:
         schema = super()._map_basic_serializer(serializer, direction)
-        from notifier.api_fields import StrictInputMixin
+        from core.api.fields import StrictInputMixin
 
         if direction == "request" and isinstance(serializer, StrictInputMixin):
             schema["additionalProperties"] = False
