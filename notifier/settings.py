@@ -1,7 +1,7 @@
 """Settings for notifier, all read from the environment in this one module.
 
 Every variable has a safe local default so a fresh checkout runs with no configuration:
-an embedded PostgreSQL and an embedded Redis under var/ (notifier/embedded.py; started by
+an embedded PostgreSQL and an embedded Redis under var/ (devtools/embedded.py; started by
 `make run` or the test session, never by importing this module) and an SMTP sink on
 127.0.0.1:8025.
 The README lists every variable. Only Django's own settings carry the DJANGO_ prefix.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import environ
 
-from notifier.embedded import embedded_postgres, embedded_redis
+from devtools.embedded import embedded_postgres, embedded_redis
 from notifier.secret_key import refuse_weak_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -98,7 +98,7 @@ TEMPLATES = [
 
 # --- Database --------------------------------------------------------------------------------
 # PostgreSQL only. Without DATABASE_URL: the embedded server that `make run` and the test session
-# start under var/postgres/ (notifier/embedded.py); importing these settings starts nothing.
+# start under var/postgres/ (devtools/embedded.py); importing these settings starts nothing.
 EMBEDDED_POSTGRES = embedded_postgres(VAR_DIR)
 DATABASES = {"default": env.db("DATABASE_URL", default=EMBEDDED_POSTGRES.url())}
 DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DJANGO_CONN_MAX_AGE", default=60))
