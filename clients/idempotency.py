@@ -177,6 +177,10 @@ def idempotent(method: Callable[..., Response]) -> Callable[..., Response]:
 class IdempotentMixin:
     """Makes every POST of a DRF view honour Idempotency-Key (put it before APIView)."""
 
+    # The marker the OpenAPI schema reads (core/api/schema.py) to document the header and the
+    # 409, as `idempotent` on a decorated handler: the platform never imports this app.
+    idempotent = True
+
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)  # type: ignore[misc]
         post = getattr(self, "post", None)

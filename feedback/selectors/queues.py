@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import redis
+from celery import current_app
 from django.conf import settings
 from django.db import connection
 from django.db.models import Count, Q
@@ -128,11 +129,11 @@ def live_workers() -> dict[str, list[str]]:
         cached = None
     if cached:
         return json.loads(cached)
-    from notifier.celery import app
-
     workers: dict[str, list[str]] = {q: [] for q in ALL_QUEUES}
     try:
-        replies = app.control.inspect(timeout=0.5).active_queues() or {}
+        # The project's Celery app (notifier/celery.py sets itself current when Django loads the
+        # project package): an app names no configuration module.
+        replies = current_app.control.inspect(timeout=0.5).active_queues() or {}
     except Exception:
         logger.warning("celery inspect failed", exc_info=True)
         replies = {}
