@@ -31,6 +31,7 @@ test-fast: $(BIN)/.installed
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 # Against DATABASE_URL, or the embedded PostgreSQL while `make run` is up (make run migrates).
 migrate: $(BIN)/.installed
