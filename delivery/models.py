@@ -10,8 +10,8 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from core.priorities import Priority
 from delivery.providers.base import Outcome
-from notifier.priorities import Priority
 
 
 class EmailMessage(models.Model):

@@ -18,7 +18,7 @@ from campaigns.audience import audience_is_empty
 from campaigns.campaign_schedule import ONE_OFF, audience_timezone_check, fallback_zone
 from campaigns.models import Campaign
 from campaigns.validation import CampaignDefinitionSerializer
-from notifier.priorities import Priority
+from core.priorities import Priority
 from scheduling.models import Schedule
 from scheduling.services.one_off import schedule_record_campaign
 from scheduling.services.recurring import schedule_create_recurring

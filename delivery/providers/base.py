@@ -38,7 +38,7 @@ class OutgoingEmail:
     text: str
     html: str
     headers: dict[str, str] = field(default_factory=dict)
-    priority: int = 2  # notifier.priorities.Priority; rate limits keep a share for P0
+    priority: int = 2  # core.priorities.Priority; rate limits keep a share for P0
 
 
 @dataclass(frozen=True)

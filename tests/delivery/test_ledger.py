@@ -104,7 +104,7 @@ def test_each_republish_of_an_orphan_doubles_its_wait(messages):
 
 def test_each_priority_has_its_own_claim_lease(messages):
     """A P0 claim abandoned 5 s ago is released (its lease is 4 s); a P2 claim that old is not."""
-    from notifier.priorities import Priority, claim_lease_seconds
+    from core.priorities import Priority, claim_lease_seconds
 
     critical, normal = messages[0], messages[1]
     EmailMessage.objects.filter(pk=critical.pk).update(priority=Priority.CRITICAL)
@@ -120,7 +120,7 @@ def test_each_priority_has_its_own_claim_lease(messages):
 
 
 def test_each_priority_has_its_own_requeue_age(messages):
-    from notifier.priorities import Priority, requeue_after_seconds
+    from core.priorities import Priority, requeue_after_seconds
 
     critical, low = messages[0], messages[1]
     EmailMessage.objects.filter(pk=critical.pk).update(priority=Priority.CRITICAL)

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from core.redis_client import get_redis, redis_key
 from feedback.verification.testing import TEST_TOPIC_ARN, SendGridTestSigner, SnsTestSigner
-from notifier.redis_client import get_redis, redis_key
 from tests.feedback import hooks
 
 

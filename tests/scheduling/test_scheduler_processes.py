@@ -19,8 +19,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from core.redis_client import get_redis
 from delivery.models import EmailMessage
-from notifier.redis_client import get_redis
 from scheduling.services import due
 from scheduling.services.lock import lock_key
 from tests import factories
