@@ -104,7 +104,9 @@ def test_pause_stops_sends_resume_finishes_once_cancel_accounts_for_every_row(
     headers = {"Authorization": f"Api-Key {api_key}"}
     paused = requests.post(f"{live_server.url}/api/v1/campaigns/{a.pk}/pause", headers=headers, timeout=10)
     assert paused.json()["status"] == "PAUSED"
-    time.sleep(2)  # batches already handed to the SMTP server finish
+    # Batches already handed to the SMTP server finish (pause returned the others to QUEUED);
+    # waiting on the ledger rather than a fixed 2 s holds on a loaded machine too.
+    assert wait_for(lambda: _counters(a)["sending"] == 0, timeout=30, interval=0.2)
     settled = len(_received(smtp_server))
     time.sleep(3)
     assert len(_received(smtp_server)) == settled, "no new send starts while paused"
