@@ -9,8 +9,6 @@ can safely send again; a crash after it leaves rows that become AMBIGUOUS, never
 from __future__ import annotations
 
 import logging
-import os
-import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,6 +18,7 @@ from django.db import connection
 from django.utils import timezone
 
 from campaigns.models import Suppression
+from delivery import signals
 from delivery.models import DeliveryAttempt, EmailMessage
 from delivery.providers.base import Outcome, OutgoingEmail, SendResult
 from delivery.services import ledger
@@ -63,8 +62,7 @@ def message_batch_send(*, message_ids: Sequence[int], token: str) -> BatchReport
     claimed = ledger.messages_claim(message_ids=message_ids, token=token)
     if not claimed:
         return report
-    if settings.NOTIFIER_FAULT_PAUSE_AFTER_CLAIM:
-        time.sleep(settings.NOTIFIER_FAULT_PAUSE_AFTER_CLAIM)
+    signals.batch_claimed.send(sender=__name__, message_ids=[pk for pk, _ in claimed], token=token)
     messages = _load(claimed, token, report)
     messages = _drop_suppressed(messages, token, report)
     emails = _render_all(messages, token, report)
@@ -124,11 +122,11 @@ def _drop_suppressed(messages: list[EmailMessage], token: str, report: BatchRepo
 
 def _render_all(messages: list[EmailMessage], token: str, report: BatchReport) -> list[OutgoingEmail]:
     emails, broken = [], defaultdict(list)
-    crash = settings.NOTIFIER_FAULT_CRASH_RECIPIENT
     variants = variants_for_batch(messages)
     for message in messages:
-        if crash and message.recipient == crash:
-            os._exit(70)  # fault injection (tests only): a poison message that kills its process
+        signals.message_rendering.send(
+            sender=__name__, message_id=message.id, recipient=message.recipient, priority=message.priority
+        )
         version = variant_for_message(message, variants)
         compiled = compile_version(version.id, version.subject, version.html_body, version.text_body)
         try:
