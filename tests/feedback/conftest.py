@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from feedback.verification.testing import TEST_TOPIC_ARN, SendGridTestSigner, SnsTestSigner
 from notifier.redis_client import get_redis, redis_key
 from tests.feedback import hooks
+from tests.feedback.signing import TEST_TOPIC_ARN, SendGridTestSigner, SnsTestSigner
 
 
 @dataclass
