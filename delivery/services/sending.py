@@ -195,7 +195,9 @@ def _last_error(message_ids: list[int]) -> str:
     return f"{last.provider} {last.response_code} {last.error}".strip() if last else ""
 
 
-def _record_results(name: str, results: list[SendResult], token: str, report: BatchReport) -> set[int]:
+def _record_results(name: str, results: list[SendResult], token: str, report: BatchReport) -> None:
+    """Accepted, permanent and ambiguous results to the ledger; transient ones are left to the
+    failover (next provider, then retry or dead letter)."""
     by_outcome: dict[Outcome, list[SendResult]] = defaultdict(list)
     for result in results:
         by_outcome[result.outcome].append(result)
@@ -206,8 +208,6 @@ def _record_results(name: str, results: list[SendResult], token: str, report: Ba
             changed = ledger.messages_mark_final(message_ids=ids, token=token, status=status, error=error)
             report.failed += changed if status == Status.FAILED else 0
             report.ambiguous += changed if status == Status.AMBIGUOUS else 0
-    transient = by_outcome[Outcome.TRANSIENT]
-    return {r.message_id for r in transient}
 
 
 def _group_by_error(results: list[SendResult]) -> dict[str, list[int]]:

@@ -54,13 +54,6 @@ class DispatchReport:
         self.abandoned += other.abandoned
 
 
-def messages_fence_queue(
-    *, message_ids: Sequence[int], dispatched_before: datetime
-) -> list[tuple[int, int]]:
-    """[(id, priority)] of `messages_fence_queue_detailed`."""
-    return messages_fence_queue_detailed(message_ids=message_ids, dispatched_before=dispatched_before)[0]
-
-
 def messages_fence_queue_detailed(
     *, message_ids: Sequence[int], dispatched_before: datetime
 ) -> tuple[list[tuple[int, int]], set[int]]:
