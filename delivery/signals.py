@@ -4,7 +4,8 @@ Nothing in the product connects to them; sending a signal with no receivers cost
 check. Metrics, tracing or tests can connect receivers (the crash tests do: tests/faults/ pauses a
 worker after its claim or kills it while it renders a chosen recipient). A receiver runs inside the
 worker, in the middle of a claimed batch: it must be quick, and an exception it raises propagates
-(use `send_robust` semantics in the receiver itself if that is not wanted).
+into the batch (the rows stay claimed until the task is redelivered), so a receiver that must not
+disturb sending catches its own errors.
 
 - `batch_claimed`: the batch's rows are claimed (SENDING under this task's token), nothing is
   rendered or offered to an ESP yet. kwargs: `message_ids` (list[int], the claimed ids),
