@@ -14,7 +14,7 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt
 	touch $@
 
 run: $(BIN)/.installed
-	$(BIN)/python -m notifier.dev
+	$(BIN)/python -m devtools.run
 
 # Parallel workers (pytest-xdist), each with its own test database and Redis database; tests that
 # share RabbitMQ's one vhost are grouped onto one worker (--dist loadgroup). Then the `solo` tests,
@@ -31,6 +31,7 @@ test-fast: $(BIN)/.installed
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 # Against DATABASE_URL, or the embedded PostgreSQL while `make run` is up (make run migrates).
 migrate: $(BIN)/.installed

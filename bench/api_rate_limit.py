@@ -19,7 +19,7 @@ django.setup()
 
 from clients.rates import parse_rate  # noqa: E402
 from clients.throttling import rate_limit_hit  # noqa: E402
-from notifier.redis_client import get_redis, redis_key  # noqa: E402
+from core.redis_client import get_redis, redis_key  # noqa: E402
 
 
 def main() -> None:

@@ -31,8 +31,8 @@ def main() -> None:
 
     from campaigns.models import Campaign, Contact, Segment
     from clients.services import api_client_create
+    from core.priorities import MAINTENANCE_QUEUE
     from notifier.celery import app
-    from notifier.priorities import MAINTENANCE_QUEUE
     from templates.services import template_create
 
     client_row, key = api_client_create(name=f"bench-{time.time()}")

@@ -46,9 +46,9 @@ def main() -> None:
 
     from campaigns.models import Campaign, Contact
     from campaigns.services.fanout import campaign_fanout
+    from core.priorities import Priority, queue_for
     from delivery.models import EmailMessage
     from notifier.celery import app
-    from notifier.priorities import Priority, queue_for
     from templates.services import template_create
 
     contacts = Contact.objects.count()

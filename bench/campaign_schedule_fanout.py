@@ -29,8 +29,8 @@ from django.db import connection  # noqa: E402
 
 from campaigns.models import Campaign, Contact  # noqa: E402
 from campaigns.services.fanout import campaign_fanout  # noqa: E402
+from core.redis_client import get_redis  # noqa: E402
 from delivery.models import EmailMessage  # noqa: E402
-from notifier.redis_client import get_redis  # noqa: E402
 from scheduling.services import due  # noqa: E402
 from templates.services import template_create  # noqa: E402
 

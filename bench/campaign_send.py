@@ -1,7 +1,7 @@
 """Benchmark: campaign send throughput to an SMTP sink through the SMTP provider.
 
     /usr/sbin/smtp-sink -c -u nobody 127.0.0.1:2525 1000 &          # Postfix's sink
-    SMTP_PORT=2525 python -m notifier.worker low &  (and: python -m notifier.worker ops &)
+    SMTP_PORT=2525 python -m core.worker low &  (and: python -m core.worker ops &)
     DATABASE_URL=... REDIS_URL=... python bench/campaign_send.py --recipients 100000
 
 Launches a campaign to a list of N demo contacts through the launch service and samples the

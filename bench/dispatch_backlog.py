@@ -25,9 +25,9 @@ django.setup()
 
 from django.db import connection  # noqa: E402
 
+from core.priorities import SEND_QUEUES, Priority  # noqa: E402
+from core.redis_client import get_redis  # noqa: E402
 from delivery.models import EmailMessage  # noqa: E402
-from notifier.priorities import SEND_QUEUES, Priority  # noqa: E402
-from notifier.redis_client import get_redis  # noqa: E402
 from scheduling.services import due  # noqa: E402
 from scheduling.services.dispatcher import due_drain  # noqa: E402
 from templates.services import template_create  # noqa: E402

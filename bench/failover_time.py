@@ -84,7 +84,7 @@ def main() -> None:
             NOTIFIER_WORKER_P0_CONCURRENCY="4", NOTIFIER_BREAKER_COOLDOWN_SECONDS="1",
             NOTIFIER_REDIS_PREFIX=settings.REDIS_KEY_PREFIX,
         )
-        worker = ManagedProcess("bench-worker", [sys.executable, "-m", "notifier.worker", "critical"],
+        worker = ManagedProcess("bench-worker", [sys.executable, "-m", "core.worker", "critical"],
                                 env, settings.VAR_DIR).start()
         stop, ids = threading.Event(), []
         delays: list[float] = []

@@ -30,8 +30,8 @@ from django.db import connection, transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from campaigns.models import Contact  # noqa: E402
+from core.redis_client import get_redis  # noqa: E402
 from delivery.models import EmailMessage  # noqa: E402
-from notifier.redis_client import get_redis  # noqa: E402
 from scheduling import timing  # noqa: E402
 from scheduling.services import due  # noqa: E402
 from templates.services import template_create  # noqa: E402

@@ -75,7 +75,7 @@ def main() -> None:
 
     from campaigns.models import Campaign
     from campaigns.services.fanout import MESSAGE_TABLE, chunk_statement
-    from notifier.priorities import Priority
+    from core.priorities import Priority
     from templates.services import template_create
 
     version = template_create(name=f"bench-idx-{int(time.time())}", subject="Hi", html_body="<p>x</p>")

@@ -107,7 +107,7 @@ def app_processes(env: dict[str, str], log_dir: Path, web_port: int,
     for index, role in enumerate(ROLES):
         key = "NOTIFIER_WORKER_OPS_CONCURRENCY" if role == "ops" else f"NOTIFIER_WORKER_P{index}_CONCURRENCY"
         role_env = {**env, key: str(concurrency[role])}
-        procs[role] = Proc(f"worker-{role}", [PY, "-m", "notifier.worker", role], role_env, log_dir)
+        procs[role] = Proc(f"worker-{role}", [PY, "-m", "core.worker", role], role_env, log_dir)
         if role == "critical":
             for extra in range(2, p0_pools + 1):
                 procs[f"critical{extra}"] = Proc(f"worker-critical{extra}",
@@ -118,7 +118,7 @@ def app_processes(env: dict[str, str], log_dir: Path, web_port: int,
 
 
 def _p0_pool_argv(n: int, concurrency: int) -> list[str]:
-    """notifier.worker's critical pool under its own node name (RabbitMQ's pidbox queue is
+    """core.worker's critical pool under its own node name (RabbitMQ's pidbox queue is
     exclusive per node name, so two pools may not share one)."""
     return [PY, "-m", "celery", "-A", "notifier", "worker", "--loglevel", "INFO", "-P", "prefork",
             "--without-gossip", "--without-mingle", "-Q", SEND_QUEUES["P0"], "-n", f"critical{n}@%h",

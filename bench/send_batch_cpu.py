@@ -38,9 +38,9 @@ def main() -> None:
     from django.db import connection
 
     from campaigns.models import Campaign, Contact
+    from core.priorities import Priority
     from delivery.models import DeliveryAttempt, EmailMessage
     from delivery.services.sending import message_batch_send
-    from notifier.priorities import Priority
     from templates.services import template_create
 
     version = template_create(

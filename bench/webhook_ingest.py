@@ -137,7 +137,7 @@ def main() -> None:
     logs.mkdir(exist_ok=True)
     web = start([sys.executable, "-m", "gunicorn", "notifier.wsgi", "--bind", f"127.0.0.1:{port}",
                  "--workers", "2", "--threads", "4", "--no-control-socket"], env, logs / "web.log")
-    worker = start([sys.executable, "-m", "notifier.worker", "ops"], env, logs / "worker-ops.log")
+    worker = start([sys.executable, "-m", "core.worker", "ops"], env, logs / "worker-ops.log")
     try:
         wait_http(f"http://127.0.0.1:{port}/healthz")
         time.sleep(3)  # worker boot

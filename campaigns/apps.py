@@ -3,3 +3,25 @@ from django.apps import AppConfig
 
 class CampaignsConfig(AppConfig):
     name = "campaigns"
+
+    def ready(self) -> None:
+        """Plug the campaign rules into the send path (delivery/extensions.py) and into the
+        scheduling engine (scheduling/extensions.py)."""
+        from campaigns.claim_guard import CAMPAIGN_CLAIM_GUARD, CAMPAIGN_OPEN_GUARD
+        from campaigns.services.unsubscribe import campaign_headers
+        from delivery import extensions
+
+        extensions.register_claim_guard(CAMPAIGN_CLAIM_GUARD)
+        extensions.register_requeue_guard(CAMPAIGN_OPEN_GUARD)
+        extensions.register_header_provider(campaign_headers)
+
+        # What a recurring schedule runs, what a cancelled one-off schedule stops, and the
+        # recovery sweeps the scheduler's lock holder runs (scheduling/extensions.py).
+        from campaigns.services.launch import campaign_launch_run
+        from campaigns.services.lifecycle import campaign_cancel_if_open
+        from campaigns.services.recovery import campaigns_recovery_sweep
+        from scheduling import extensions as scheduling
+
+        scheduling.register_run_launcher(campaign_launch_run)
+        scheduling.register_target_canceller(campaign_cancel_if_open)
+        scheduling.register_sweep(campaigns_recovery_sweep)

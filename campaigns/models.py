@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from notifier.priorities import Priority
+from core.priorities import Priority
 
 
 class Contact(models.Model):

@@ -10,7 +10,7 @@ import logging
 
 from celery import shared_task
 
-from notifier.priorities import MAINTENANCE_QUEUE
+from core.priorities import MAINTENANCE_QUEUE
 
 logger = logging.getLogger(__name__)
 PROGRESS_CHECK_SECONDS = 2.0  # far below the broker visibility timeout (celery#2599)

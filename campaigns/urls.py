@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-import notifier.url_converters  # noqa: F401 - registers <id:...>
+import core.url_converters  # noqa: F401 - registers <id:...>
 from campaigns import views
 from campaigns.api import campaigns as campaign_api
 from campaigns.api import contacts as contact_api

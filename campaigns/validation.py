@@ -18,7 +18,7 @@ from rest_framework import serializers
 
 from campaigns.models import ContactList, Segment
 from campaigns.segments import SegmentError, segment_compile
-from notifier.priorities import Priority
+from core.priorities import Priority
 from templates.services import template_version_get_current
 
 MAX_INLINE = 10_000

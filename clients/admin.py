@@ -12,7 +12,7 @@ from clients.models import ApiClient, IdempotencyRecord
 from clients.rates import parse_rate
 from clients.scopes import Scope, default_scopes
 from clients.services import api_client_revoke
-from notifier.admin_tools import LargeTableAdmin, LargeTablePaginator
+from core.admin_tools import LargeTableAdmin, LargeTablePaginator
 
 
 class ApiClientForm(forms.ModelForm):

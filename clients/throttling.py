@@ -1,7 +1,7 @@
 """Per-client rate limits, enforced atomically in Redis across every web process.
 
 DRF's own throttles keep counts in the cache of one process; ours run one Lua script
-(notifier/lua/sliding_window.lua, a sliding-window log on Redis's clock), so N gunicorn workers
+(core/lua/sliding_window.lua, a sliding-window log on Redis's clock), so N gunicorn workers
 on M hosts share one exact budget. The client is identified by its API key only (never by
 X-Forwarded-For or the address, which a caller controls or shares).
 
@@ -17,7 +17,7 @@ Redis keys:
     $ redis-cli ZCARD notifier:ratelimit:Ab12Cd34:send      # hits in the current window
     $ redis-cli DEL notifier:ratelimit:Ab12Cd34:send        # forgive a client
 
-If Redis is unreachable the check raises, and the API answers 503 (notifier/api_errors.py):
+If Redis is unreachable the check raises, and the API answers 503 (core/api/errors.py):
 failing open would let a flood through exactly when the system is degraded.
 """
 
@@ -32,8 +32,8 @@ from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
 from clients.rates import Rate, parse_rate
-from notifier.lua import script
-from notifier.redis_client import redis_key
+from core.lua import script
+from core.redis_client import redis_key
 
 DEFAULT_CLASS = "default"
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 
+from core.admin_tools import LargeTableAdmin
 from delivery.models import DeadLetter, DeliveryAttempt, EmailMessage, RateLimit
 from delivery.services.dead_letters import dead_letter_requeue
 from delivery.services.reconcile import message_reconcile
-from notifier.admin_tools import LargeTableAdmin
 
 
 class DeliveryAttemptInline(admin.TabularInline):

@@ -12,11 +12,11 @@ from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from clients.idempotency import idempotent
+from core.api.fields import ContextField, SafeEmailField, StrictInputMixin
+from core.priorities import Priority
 from delivery.models import EmailMessage
 from delivery.services.messages import message_create
 from feedback.permissions import NotOnReputationHold
-from notifier.api_fields import ContextField, SafeEmailField, StrictInputMixin
-from notifier.priorities import Priority
 from scheduling.inputs import ScheduleInputSerializer, schedule_resolve
 from templates.services import template_version_get_current
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from notifier.priorities import Priority
+from core.priorities import Priority
+from delivery.providers.base import Outcome
 
 
 class EmailMessage(models.Model):
@@ -121,11 +122,7 @@ class EmailMessage(models.Model):
 class DeliveryAttempt(models.Model):
     """One provider call for one message: what was tried, how long it took, what came back."""
 
-    class Outcome(models.TextChoices):
-        ACCEPTED = "accepted"
-        PERMANENT = "permanent"
-        TRANSIENT = "transient"
-        AMBIGUOUS = "ambiguous"
+    Outcome = Outcome  # defined once, beside the providers that produce it
 
     message = models.ForeignKey(EmailMessage, on_delete=models.CASCADE, related_name="delivery_attempts")
     provider = models.CharField(max_length=20)

@@ -10,12 +10,12 @@ import redis
 from django.db import connection
 from django.db.models import QuerySet
 
+from core.priorities import Priority
+from core.redis_client import get_redis
 from delivery.models import DeadLetter, EmailMessage
 from delivery.providers import provider_order
 from delivery.services.circuit_breaker import events_key, state_key
 from delivery.services.provider_faults import fault_key
-from notifier.priorities import Priority
-from notifier.redis_client import get_redis
 
 MESSAGE_TABLE = EmailMessage._meta.db_table
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from feedback.normalize import EventType
+
 
 class EmailEvent(models.Model):
     """One provider event (delivered, opened, bounced...) about one message.
@@ -12,16 +14,7 @@ class EmailEvent(models.Model):
     `message` is null when the event names a message we do not know (kept and reported).
     """
 
-    class Type(models.TextChoices):
-        SENT = "sent"
-        DELIVERED = "delivered"
-        DEFERRED = "deferred"
-        BOUNCED = "bounced"
-        DROPPED = "dropped"
-        OPENED = "opened"
-        CLICKED = "clicked"
-        COMPLAINED = "complained"
-        UNSUBSCRIBED = "unsubscribed"
+    Type = EventType  # defined once, with the normalizer that produces it
 
     # No separate FK index: the (message, event_type) index below serves lookups by message.
     message = models.ForeignKey(

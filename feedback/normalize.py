@@ -20,8 +20,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parseaddr
-from enum import StrEnum
 from typing import Any, Literal
+
+from django.db import models
 
 OUR_ID_KEY = "notifier_message_id"
 
@@ -29,7 +30,9 @@ Provider = Literal["ses", "sendgrid", "mailgun"]
 BounceType = Literal["hard", "soft"]
 
 
-class EventType(StrEnum):
+class EventType(models.TextChoices):
+    """The one list of event types: EmailEvent.event_type takes its choices from it."""
+
     SENT = "sent"
     DELIVERED = "delivered"
     DEFERRED = "deferred"

@@ -1,6 +1,6 @@
 """Celery tasks of the feedback app, on the webhook queue: thin, take ids, call one service.
 
-Publishers name the queue (notifier.priorities.WEBHOOK_QUEUE); the ops worker consumes it.
+Publishers name the queue (core.priorities.WEBHOOK_QUEUE); the ops worker consumes it.
 """
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from __future__ import annotations
 from celery import shared_task
 from django.db import OperationalError
 
+from core.priorities import WEBHOOK_QUEUE
 from feedback.services.drain import webhook_deliveries_drain, webhook_task_started
 from feedback.services.statuses import message_statuses_apply
 from feedback.services.webhooks import webhook_deliveries_requeue
-from notifier.priorities import WEBHOOK_QUEUE
 
 # A message still SENDING when its events arrive is re-applied after the worker records the
 # acceptance; a few tries over ~2 minutes cover any live worker (the claim lease is 60 s).

@@ -2,7 +2,7 @@
 
 from django.urls import include, path
 
-import notifier.url_converters  # noqa: F401 - registers <id:...>
+import core.url_converters  # noqa: F401 - registers <id:...>
 from feedback.api import CampaignStatsApi, StatsOverviewApi
 from feedback.metrics import metrics_view
 

@@ -1,4 +1,4 @@
-"""The Celery application. Queues and pool sizes live in notifier/priorities.py."""
+"""The Celery application. Queues and pool sizes live in core/priorities.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from celery import Celery
 from celery.signals import task_postrun, task_prerun
 from kombu import Queue
 
-from notifier.broker_compat import harden_redis_channel
+from core.broker_compat import harden_redis_channel
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifier.settings")
 
@@ -17,7 +17,7 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 
 
 def _declare_queues() -> None:
-    from notifier.priorities import ALL_QUEUES
+    from core.priorities import ALL_QUEUES
 
     app.conf.task_queues = [Queue(name, routing_key=name) for name in ALL_QUEUES]
 

@@ -1,7 +1,7 @@
 """Settings for notifier, all read from the environment in this one module.
 
 Every variable has a safe local default so a fresh checkout runs with no configuration:
-an embedded PostgreSQL and an embedded Redis under var/ (notifier/embedded.py; started by
+an embedded PostgreSQL and an embedded Redis under var/ (devtools/embedded.py; started by
 `make run` or the test session, never by importing this module) and an SMTP sink on
 127.0.0.1:8025.
 The README lists every variable. Only Django's own settings carry the DJANGO_ prefix.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import environ
 
-from notifier.embedded import embedded_postgres, embedded_redis
+from devtools.embedded import embedded_postgres, embedded_redis
 from notifier.secret_key import refuse_weak_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -54,6 +54,9 @@ INSTALLED_APPS = [
     "django_celery_beat",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI / Redoc assets served locally, no CDN
+    # The platform package (no models): an app only so its templates (core/redoc.html) are found
+    # next to the view that renders them.
+    "core",
     "clients",
     "templates",
     "campaigns",
@@ -65,7 +68,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # /api/ only: 413 before the body is read, JSON error shape for non-DRF errors.
-    "notifier.api_middleware.ApiBoundaryMiddleware",
+    "core.api.middleware.ApiBoundaryMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -80,7 +83,7 @@ WSGI_APPLICATION = "notifier.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        # Project-wide overrides (admin/base_site.html: the favicon; the local Redoc page).
+        # Project-wide overrides (admin/base_site.html: the favicon).
         "DIRS": [BASE_DIR / "notifier" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
@@ -95,7 +98,7 @@ TEMPLATES = [
 
 # --- Database --------------------------------------------------------------------------------
 # PostgreSQL only. Without DATABASE_URL: the embedded server that `make run` and the test session
-# start under var/postgres/ (notifier/embedded.py); importing these settings starts nothing.
+# start under var/postgres/ (devtools/embedded.py); importing these settings starts nothing.
 EMBEDDED_POSTGRES = embedded_postgres(VAR_DIR)
 DATABASES = {"default": env.db("DATABASE_URL", default=EMBEDDED_POSTGRES.url())}
 DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DJANGO_CONN_MAX_AGE", default=60))
@@ -139,7 +142,7 @@ SMTP_PASSWORD = env.str("SMTP_PASSWORD", default="")
 SMTP_STARTTLS = env.bool("SMTP_STARTTLS", default=False)
 SMTP_TIMEOUT_SECONDS = env.float("SMTP_TIMEOUT_SECONDS", default=10.0)
 # A claimed row whose worker vanished before handing it to a provider goes back to the queue
-# after its priority's lease (notifier/priorities.py: 4 s for P0 .. 120 s for P3), capped by
+# after its priority's lease (core/priorities.py: 4 s for P0 .. 120 s for P3), capped by
 # this ceiling; one handed over with no answer becomes AMBIGUOUS after the second figure.
 NOTIFIER_CLAIM_LEASE_SECONDS = env.int("NOTIFIER_CLAIM_LEASE_SECONDS", default=120)
 NOTIFIER_AMBIGUOUS_AFTER_SECONDS = env.int("NOTIFIER_AMBIGUOUS_AFTER_SECONDS", default=300)
@@ -213,13 +216,13 @@ REST_FRAMEWORK = {
         "clients.scopes.HasViewScope",
     ],
     # JSON only (anything else is a 415); deep nesting is a 400, not a RecursionError 500.
-    "DEFAULT_PARSER_CLASSES": ["notifier.api_parsers.SafeJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["core.api.parsers.SafeJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "EXCEPTION_HANDLER": "notifier.api_errors.exception_handler",
+    "EXCEPTION_HANDLER": "core.api.errors.exception_handler",
     # Per-client limits shared by every web process (clients/throttling.py).
     "DEFAULT_THROTTLE_CLASSES": ["clients.throttling.ClientRateThrottle"],
-    # OpenAPI 3 with the shared error responses (notifier/api_schema.py).
-    "DEFAULT_SCHEMA_CLASS": "notifier.api_schema.NotifierAutoSchema",
+    # OpenAPI 3 with the shared error responses (core/api/schema.py).
+    "DEFAULT_SCHEMA_CLASS": "core.api.schema.NotifierAutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
 # Rates in DRF notation (N/s, N/min, N/hour, N/day); a client's own rate overrides these.
@@ -241,18 +244,18 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     # Redoc's default theme asks for Roboto and Montserrat (our page no longer loads them from
-    # Google Fonts, notifier/templates/notifier/redoc.html): the system fonts instead.
+    # Google Fonts, core/templates/core/redoc.html): the system fonts instead.
     "REDOC_UI_SETTINGS": {"theme": {"typography": {
         "fontFamily": "system-ui, sans-serif", "headings": {"fontFamily": "system-ui, sans-serif"},
     }}},
     "SCHEMA_PATH_PREFIX": r"/api/v1",
-    "ENUM_NAME_OVERRIDES": {"ErrorCodeEnum": "notifier.api_schema.ERROR_CODES"},
+    "ENUM_NAME_OVERRIDES": {"ErrorCodeEnum": "core.api.schema.ERROR_CODES"},
     "PATH_CONVERTER_OVERRIDES": {"id": {"type": "integer", "minimum": 0, "maximum": 10**18 - 1}},
 }  # keys travel as "Authorization: Api-Key <key>"
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("NOTIFIER_MAX_BODY_BYTES", default=10 * 1024 * 1024)
 # Largest API request body (413 above it): two 512 KiB template bodies plus JSON overhead.
 NOTIFIER_API_MAX_BODY_BYTES = env.int("NOTIFIER_API_MAX_BODY_BYTES", default=2 * 1024 * 1024)
-# Bounded input (notifier/api_fields.py): recipients per inline call, template context size,
+# Bounded input (core/api/fields.py): recipients per inline call, template context size,
 # and the only custom headers a caller may set.
 NOTIFIER_API_MAX_RECIPIENTS = env.int("NOTIFIER_API_MAX_RECIPIENTS", default=50)
 NOTIFIER_API_MAX_CONTEXT_BYTES = env.int("NOTIFIER_API_MAX_CONTEXT_BYTES", default=64 * 1024)

@@ -2,11 +2,11 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-import notifier.url_converters  # noqa: F401 - registers the <id:...> converter
+import core.url_converters  # noqa: F401 - registers the <id:...> converter
+from core.api.docs import LocalRedocView
+from core.health import healthz
 from delivery.api import MessageCreateApi, MessageDetailApi
 from delivery.provider_api import ProviderListApi
-from notifier.api_docs import LocalRedocView
-from notifier.health import healthz
 from scheduling.urls import urlpatterns as scheduling_urls
 from templates.api import TemplateDetailApi, TemplateListCreateApi, TemplateRenderApi
 

@@ -91,8 +91,8 @@ def pending_counts(*, campaign_ids: list[int]) -> dict[int, int]:
 def scheduled_messages(*, client: object, limit: int = SCHEDULED_MESSAGES_SHOWN) -> dict:
     """The client's one-off messages still waiting for their time (delayed, scheduled,
     local_time, optimal), soonest first, with how many there are in all."""
+    from core.priorities import Priority
     from delivery.models import EmailMessage
-    from notifier.priorities import Priority
 
     waiting = EmailMessage.objects.filter(client=client, status=EmailMessage.Status.SCHEDULED,
                                           campaign__isnull=True)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-import notifier.url_converters  # noqa: F401 - registers <id:...>
+import core.url_converters  # noqa: F401 - registers <id:...>
 from scheduling.api import (
     ScheduleCancelByKeyApi,
     ScheduleDetailApi,

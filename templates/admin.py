@@ -10,7 +10,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 from django.utils.html import format_html
 
-from notifier.admin_tools import LargeTableAdmin
+from core.admin_tools import LargeTableAdmin
 from templates.models import Template, TemplateVersion
 from templates.rendering import TemplateError, render_version, required_variables
 from templates.services import template_create, template_deactivate, template_update

@@ -21,8 +21,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from clients.idempotency import idempotent
-from notifier.api_fields import ContextField, SafeLineField, StrictInputMixin
-from notifier.api_pagination import IdCursorPagination
+from core.api.fields import ContextField, SafeLineField, StrictInputMixin
+from core.api.pagination import IdCursorPagination
 from templates.models import Template, TemplateVersion
 from templates.rendering import TemplateError, missing_variables, render_version, variant_for_locale
 from templates.selectors import template_get_active, template_list_active, template_version_get

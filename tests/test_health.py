@@ -1,7 +1,7 @@
 import pytest
 from django.test import override_settings
 
-from notifier.redis_client import get_redis
+from core.redis_client import get_redis
 
 
 @pytest.mark.django_db

@@ -1,5 +1,5 @@
-from notifier.priorities import POOLS, Priority, pool_size, queue_for
-from notifier.worker import worker_argv
+from core.priorities import POOLS, Priority, pool_size, queue_for
+from core.worker import worker_argv
 
 
 def test_each_priority_has_its_own_queue_and_batch_size():

@@ -15,9 +15,9 @@ from campaigns.selectors import campaign_counters
 from campaigns.services import lifecycle
 from campaigns.services.launch import campaign_launch_detailed
 from campaigns.validation import AudienceTooLargeError
+from core.priorities import Priority
 from delivery.services.messages import message_create
 from feedback.permissions import NotOnReputationHold
-from notifier.priorities import Priority
 
 PAGE_SIZE = 100
 MAX_TEST_ADDRESSES = 10

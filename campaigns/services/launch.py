@@ -18,7 +18,7 @@ from campaigns.audience import audience_is_empty
 from campaigns.campaign_schedule import ONE_OFF, audience_timezone_check, fallback_zone
 from campaigns.models import Campaign
 from campaigns.validation import CampaignDefinitionSerializer
-from notifier.priorities import Priority
+from core.priorities import Priority
 from scheduling.models import Schedule
 from scheduling.services.one_off import schedule_record_campaign
 from scheduling.services.recurring import schedule_create_recurring
@@ -30,6 +30,11 @@ class CampaignLaunched:
     replayed: bool
     # A recurring definition creates a schedule (and no campaign until its first run).
     schedule: Schedule | None = None
+
+
+def campaign_launch_run(definition: dict, client_id: int | None) -> Campaign | None:
+    """One run of a recurring schedule (registered with scheduling/extensions.py)."""
+    return campaign_launch(definition=definition, client_id=client_id)
 
 
 def campaign_launch(*, definition: dict, client_id: int | None) -> Campaign | None:

@@ -14,6 +14,8 @@ already claimed but not yet handed to a provider are taken back here, and the ha
 
 from __future__ import annotations
 
+import contextlib
+
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -76,6 +78,13 @@ def campaign_resume(*, campaign_id: int) -> Campaign:
 
         transaction.on_commit(lambda: campaign_fanout_enqueue(campaign_id))
     return campaign
+
+
+def campaign_cancel_if_open(campaign_id: int) -> None:
+    """Cancel unless it already ended: a cancelled one-off schedule's campaign
+    (registered with scheduling/extensions.py)."""
+    with contextlib.suppress(IllegalTransitionError):
+        campaign_cancel(campaign_id=campaign_id)
 
 
 @transaction.atomic

@@ -4,7 +4,7 @@ A campaign whose rows sit QUEUED with none in flight and no progress for
 `NOTIFIER_REQUEUE_AFTER_SECONDS` has lost its tasks (e.g. Redis restarted without persistence):
 its unclaimed rows are published again (the claim fences any duplicate task).
 
-Redis keys (notifier.redis_client.redis_key):
+Redis keys (core.redis_client.redis_key):
 
     notifier:campaigns:progress:<campaign id>   "<finished rows>:<epoch seconds>" (1 h TTL)
 
@@ -20,8 +20,8 @@ from django.conf import settings
 from campaigns.models import Campaign
 from campaigns.selectors import campaign_status_counts
 from campaigns.services.fanout import campaign_unclaimed_republish
+from core.redis_client import get_redis, redis_key
 from delivery.models import EmailMessage
-from notifier.redis_client import get_redis, redis_key
 
 MS = EmailMessage.Status
 KEY_TTL_SECONDS = 3600

@@ -6,7 +6,7 @@ fan-out task published again. That is safe: the fan-out takes a per-campaign adv
 second copy returns at once), resumes from its cursor and inserts with ON CONFLICT DO NOTHING.
 The scheduler's dispatcher-lock holder runs the sweep (scheduling run_scheduler).
 
-Redis keys (notifier.redis_client.redis_key):
+Redis keys (core.redis_client.redis_key):
 
     notifier:campaigns:fanout_watch:<campaign id>   "<fanout_cursor>:<epoch seconds>" (1 h TTL)
 
@@ -23,7 +23,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from campaigns.models import Campaign
-from notifier.redis_client import get_redis, redis_key
+from core.redis_client import get_redis, redis_key
 
 logger = logging.getLogger(__name__)
 CS = Campaign.Status
@@ -83,3 +83,10 @@ def campaigns_stalled_sends_republish() -> int:
     if republished:
         logger.warning("re-published %d stalled campaign messages (tasks lost)", republished)
     return republished
+
+
+def campaigns_recovery_sweep() -> None:
+    """The scheduler's campaign sweep (registered with scheduling/extensions.py): fan-outs lost
+    with the broker, then sends that stalled."""
+    campaigns_lost_fanout_republish()
+    campaigns_stalled_sends_republish()

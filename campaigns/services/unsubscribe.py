@@ -24,6 +24,23 @@ _SIGNER = signing.Signer(salt="notifier.campaigns.unsubscribe")
 MS = EmailMessage.Status
 
 
+def campaign_headers(message: EmailMessage) -> dict[str, str]:
+    """One-click unsubscribe headers for campaign mail; none for transactional mail.
+
+    `List-Unsubscribe` with an HTTPS URI signed per recipient and `List-Unsubscribe-Post:
+    List-Unsubscribe=One-Click`, which tells the mailbox provider to POST that body to the URI
+    (RFC 8058; Gmail and Yahoo require both for bulk senders since 2024). Registered with the
+    send path in campaigns/apps.py.
+    """
+    if not message.campaign_id or not message.contact_id:
+        return {}
+    url = unsubscribe_url(contact_id=message.contact_id, campaign_id=message.campaign_id)
+    return {
+        "List-Unsubscribe": f"<{url}>",
+        "List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
+    }
+
+
 @dataclass(frozen=True)
 class UnsubscribeTarget:
     contact_id: int

@@ -13,13 +13,16 @@ classifies every outcome, because the caller's next move depends on it:
 
 from __future__ import annotations
 
-import enum
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from django.db import models
 
-class Outcome(enum.StrEnum):
+
+class Outcome(models.TextChoices):
+    """What one provider call did with one message; DeliveryAttempt.outcome records it."""
+
     ACCEPTED = "accepted"
     PERMANENT = "permanent"
     TRANSIENT = "transient"
@@ -35,7 +38,7 @@ class OutgoingEmail:
     text: str
     html: str
     headers: dict[str, str] = field(default_factory=dict)
-    priority: int = 2  # notifier.priorities.Priority; rate limits keep a share for P0
+    priority: int = 2  # core.priorities.Priority; rate limits keep a share for P0
 
 
 @dataclass(frozen=True)

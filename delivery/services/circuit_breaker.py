@@ -11,7 +11,7 @@ dashboard.
 
 If Redis cannot be reached the breaker fails open (every call allowed): losing the breaker
 costs timeouts, losing the sends would cost messages. The state machine runs in one Lua script
-(notifier/lua/circuit_breaker.lua) so concurrent workers never race a transition.
+(core/lua/circuit_breaker.lua) so concurrent workers never race a transition.
 
 Redis keys (prefix NOTIFIER_REDIS_PREFIX):
 
@@ -31,8 +31,8 @@ from enum import StrEnum
 import redis
 from django.conf import settings
 
-from notifier.lua import script
-from notifier.redis_client import redis_key
+from core.lua import script
+from core.redis_client import redis_key
 
 logger = logging.getLogger(__name__)
 
@@ -96,5 +96,3 @@ def breaker_open(*, provider: str, reason: str) -> None:
     """Open now for the cooldown, whatever the failure count: the provider answers but is of no
     use (delivery/services/provider_faults.py). `reason` is kept in the transition list."""
     _run(provider, "open", reason=reason[:200])
-
-

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from notifier.priorities import Priority, batch_size_for, queue_for
+from core.priorities import Priority, batch_size_for, queue_for
 
 
 def messages_enqueue(

@@ -17,7 +17,7 @@ from django.db.models import F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from campaigns.claim_guard import CAMPAIGN_CLAIM_GUARD, CAMPAIGN_OPEN_GUARD
+from delivery.extensions import claim_guard_sql, requeue_guard_sql
 from delivery.models import EmailMessage
 
 Status = EmailMessage.Status
@@ -72,8 +72,8 @@ def messages_claim(*, message_ids: Sequence[int], token: str) -> list[tuple[int,
         f"UPDATE {TABLE} SET status = %s, claim_token = %s, claimed_at = %s, "
         f"attempts = attempts + 1 WHERE id IN ({_placeholders(message_ids)}) AND "
         f"(status = %s OR (status = %s AND claim_token = %s AND send_started_at IS NULL)) "
-        # Campaigns hook: never claim a row of a paused or cancelled campaign (claim_guard.py).
-        f"AND {CAMPAIGN_CLAIM_GUARD} "
+        # Registered rules, e.g. campaigns: never claim a row of a paused or cancelled campaign.
+        f"AND {claim_guard_sql()} "
         f"RETURNING id, attempts"
     )
     params = [Status.SENDING, token, timezone.now(), *message_ids]
@@ -169,7 +169,7 @@ def failed_messages_requeue(*, message_ids: Sequence[int], error: str) -> list[t
         f"UPDATE {TABLE} SET status = %s, claim_token = '', claimed_at = NULL, "
         f"send_started_at = NULL, error = %s WHERE id IN ({_placeholders(message_ids)}) "
         f"AND status = %s AND provider_message_id = '' AND sent_at IS NULL "
-        f"AND {CAMPAIGN_OPEN_GUARD} RETURNING id, priority"
+        f"AND {requeue_guard_sql()} RETURNING id, priority"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [Status.QUEUED, error[:2000], *message_ids, Status.FAILED])

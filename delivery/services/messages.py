@@ -17,9 +17,9 @@ from django.db import IntegrityError, transaction
 
 from campaigns.selectors import email_is_suppressed
 from clients.models import ApiClient
+from core.priorities import Priority
 from delivery.models import EmailMessage
 from delivery.services.dispatch import messages_enqueue
-from notifier.priorities import Priority
 from templates.models import TemplateVersion
 
 Status = EmailMessage.Status

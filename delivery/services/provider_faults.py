@@ -6,7 +6,7 @@ adapters rightly classify as PERMANENT. Recorded one by one, that marked 80,501 
 while the breaker, which only counts failures to get an answer, stayed closed.
 
 So every provider call's verdicts also feed a streak shared by all workers (Redis, one Lua
-script: notifier/lua/provider_fault.lua). A permanent error counts under its signature: the
+script: core/lua/provider_fault.lua). A permanent error counts under its signature: the
 response code, the RFC 3463 enhanced code and the text with the recipient's address, other
 addresses and any token holding a digit (queue ids, IPs, timestamps) blanked, lower-cased.
 When one signature reaches NOTIFIER_PROVIDER_FAULT_SAME_ERRORS distinct recipients in a row,
@@ -50,12 +50,12 @@ from dataclasses import dataclass, replace
 import redis
 from django.conf import settings
 
+from core.lua import script
+from core.redis_client import get_redis, redis_key
 from delivery.models import EmailMessage
 from delivery.providers.base import Outcome, OutgoingEmail, SendResult
 from delivery.services import ledger
 from delivery.services.dispatch import messages_enqueue
-from notifier.lua import script
-from notifier.redis_client import get_redis, redis_key
 
 logger = logging.getLogger(__name__)
 Status = EmailMessage.Status

@@ -34,11 +34,11 @@ from dataclasses import dataclass
 import redis
 from django.conf import settings
 
+from core.lua import script
+from core.priorities import Priority
+from core.redis_client import get_redis, redis_key
 from delivery.models import RateLimit
 from delivery.providers.base import OutgoingEmail
-from notifier.lua import script
-from notifier.priorities import Priority
-from notifier.redis_client import get_redis, redis_key
 
 logger = logging.getLogger(__name__)
 MIN_SHRINK = 0.1

@@ -15,9 +15,9 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from core.priorities import Priority, claim_lease_seconds, requeue_after_seconds
 from delivery.services import ledger
 from delivery.services.dispatch import messages_enqueue_by_priority
-from notifier.priorities import Priority, claim_lease_seconds, requeue_after_seconds
 
 logger = logging.getLogger(__name__)
 

@@ -18,17 +18,17 @@ from django.db import connection
 from django.utils import timezone
 
 from campaigns.models import Suppression
+from core.priorities import POOLS, Priority
 from delivery import signals
+from delivery.extensions import message_headers
 from delivery.models import DeliveryAttempt, EmailMessage
 from delivery.providers.base import Outcome, OutgoingEmail, SendResult
 from delivery.services import ledger
 from delivery.services.dead_letters import messages_dead_letter
 from delivery.services.failover import emails_send_with_failover
-from delivery.services.headers import message_headers
 from delivery.services.provider_faults import recorded_error
 from delivery.services.rate_limits import emails_admit
 from delivery.services.variants import variant_for_message, variants_for_batch
-from notifier.priorities import POOLS, Priority
 from templates.rendering import TemplateError, compile_version, render
 
 logger = logging.getLogger(__name__)

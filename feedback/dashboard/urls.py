@@ -1,6 +1,6 @@
 from django.urls import path
 
-import notifier.url_converters  # noqa: F401 - registers <id:...>
+import core.url_converters  # noqa: F401 - registers <id:...>
 from feedback.dashboard.views import campaign_action, dashboard_data_view, dashboard_page
 
 urlpatterns = [

@@ -19,16 +19,17 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import redis
+from celery import current_app
 from django.conf import settings
 from django.db import connection
 from django.db.models import Count, Q
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
+from core.priorities import ALL_QUEUES, POOLS, Priority
+from core.redis_client import get_redis, redis_key, redis_url_of_broker
 from delivery.models import DeliveryAttempt, EmailMessage
 from delivery.selectors import circuit_breaker_get, queue_backlogs
-from notifier.priorities import ALL_QUEUES, POOLS, Priority
-from notifier.redis_client import get_redis, redis_key, redis_url_of_broker
 
 logger = logging.getLogger(__name__)
 KOMBU_PRIORITY_SEP = "\x06\x16"
@@ -128,11 +129,11 @@ def live_workers() -> dict[str, list[str]]:
         cached = None
     if cached:
         return json.loads(cached)
-    from notifier.celery import app
-
     workers: dict[str, list[str]] = {q: [] for q in ALL_QUEUES}
     try:
-        replies = app.control.inspect(timeout=0.5).active_queues() or {}
+        # The project's Celery app (notifier/celery.py sets itself current when Django loads the
+        # project package): an app names no configuration module.
+        replies = current_app.control.inspect(timeout=0.5).active_queues() or {}
     except Exception:
         logger.warning("celery inspect failed", exc_info=True)
         replies = {}

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 import redis
 from django.db import transaction
 
+from core.redis_client import get_redis, redis_key
 from feedback.models import WebhookDelivery
 from feedback.services.webhooks import webhook_delivery_enqueue, webhook_delivery_process
-from notifier.redis_client import get_redis, redis_key
 
 logger = logging.getLogger(__name__)
 SCHEDULE_TTL_SECONDS = 30

@@ -22,10 +22,10 @@ from django.conf import settings
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from core.redis_client import get_redis, redis_key
 from delivery.models import EmailMessage
 from feedback.models import MessageEventMark, ReputationHold
 from feedback.services.campaign_control import campaign_lifecycle_change
-from notifier.redis_client import get_redis, redis_key
 
 logger = logging.getLogger(__name__)
 

@@ -17,11 +17,11 @@ from django.db import transaction
 from django.db.models.functions import Length
 from django.utils import timezone
 
+from core.priorities import WEBHOOK_QUEUE
 from feedback.models import WebhookDelivery
 from feedback.normalize import NormalizationError, NormalizedEvent, normalize
 from feedback.services.processing import ProcessReport, events_process
 from feedback.services.reputation import reputation_check
-from notifier.priorities import WEBHOOK_QUEUE
 
 logger = logging.getLogger(__name__)
 Status = WebhookDelivery.Status

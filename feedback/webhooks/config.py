@@ -18,6 +18,7 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
+from core.redis_client import get_redis, redis_key
 from feedback.verification import (
     CertificateStore,
     HttpsCertificateStore,
@@ -27,7 +28,6 @@ from feedback.verification import (
     SnsVerifier,
 )
 from feedback.verification.sns_certs import DEFAULT_CERT_HOST_PATTERNS
-from notifier.redis_client import get_redis, redis_key
 
 logger = logging.getLogger(__name__)
 

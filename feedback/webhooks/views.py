@@ -19,13 +19,13 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
+from core.redis_client import get_redis, redis_key
 from feedback.services.drain import webhook_task_schedule
 from feedback.services.webhooks import webhook_delivery_store
 from feedback.verification import Reason, WebhookVerificationError
 from feedback.verification.sendgrid import SIGNATURE_HEADER, TIMESTAMP_HEADER
 from feedback.verification.sns import SUBSCRIPTION_CONFIRMATION, UNSUBSCRIBE_CONFIRMATION
 from feedback.webhooks import config
-from notifier.redis_client import get_redis, redis_key
 
 logger = logging.getLogger(__name__)
 

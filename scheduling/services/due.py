@@ -1,6 +1,6 @@
 """The Redis side of the scheduler: future sends waiting for their time.
 
-Keys (all under the configured prefix, see notifier.redis_client):
+Keys (all under the configured prefix, see core.redis_client):
 
     notifier:schedule:due          ZSET score = due time (epoch seconds), member = message id
     notifier:schedule:processing   ZSET score = lease deadline (epoch seconds), member = message id
@@ -22,8 +22,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from notifier.lua import script
-from notifier.redis_client import get_redis, redis_key
+from core.lua import script
+from core.redis_client import get_redis, redis_key
 
 ZADD_CHUNK = 10_000
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import uuid
 
-from notifier.lua import script
-from notifier.redis_client import get_redis, redis_key
+from core.lua import script
+from core.redis_client import get_redis, redis_key
 
 
 def lock_key() -> str:

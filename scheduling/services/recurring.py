@@ -7,7 +7,6 @@ paused or cancelled schedule, changes nothing and launches nothing.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 from datetime import datetime, timedelta
@@ -17,7 +16,7 @@ from django_celery_beat.models import CrontabSchedule, PeriodicTask
 from rest_framework.exceptions import ValidationError
 
 from clients.models import ApiClient
-from scheduling import timing
+from scheduling import extensions, timing
 from scheduling.models import Schedule
 from scheduling.services.cancel import campaign_messages_cancel
 
@@ -97,16 +96,9 @@ def schedule_cancel(*, schedule: Schedule) -> Schedule:
             PeriodicTask.objects.filter(pk=task_id).delete()
         if schedule.campaign_id and schedule.type != Schedule.Type.RECURRING:
             campaign_messages_cancel(campaign_id=schedule.campaign_id)
-            _campaign_cancel(schedule.campaign_id)
+            # The one-off schedule's campaign is cancelled with it (extensions.py).
+            extensions.cancel_target(schedule.campaign_id)
     return schedule
-
-
-def _campaign_cancel(campaign_id: int) -> None:
-    """The one-off schedule's campaign is cancelled with it (a finished one stays as it is)."""
-    from campaigns.services.lifecycle import IllegalTransitionError, campaign_cancel
-
-    with contextlib.suppress(IllegalTransitionError):
-        campaign_cancel(campaign_id=campaign_id)
 
 
 def _claim_run(schedule_id: int, now: datetime) -> Schedule | None:
@@ -129,12 +121,10 @@ def schedule_run(*, schedule_id: int, now: datetime) -> object | None:
     if schedule is None:
         logger.info("schedule %s not run (inactive, or this slot already ran)", schedule_id)
         return None
-    from campaigns.services.launch import campaign_launch  # the campaigns area provides it
-
     definition = {**schedule.definition, "schedule_run": {"schedule_id": schedule.pk, "run": schedule.runs,
                                                           "at": now.isoformat()}}
     try:
-        campaign = campaign_launch(definition=definition, client_id=schedule.client_id)
+        campaign = extensions.launch_run(definition, schedule.client_id)  # campaigns registers it
     except ValidationError as exc:
         # e.g. the audience is empty this time: this run sends nothing, the next one may.
         logger.warning("schedule %s run %s launched nothing: %s", schedule.pk, schedule.runs, exc.detail)

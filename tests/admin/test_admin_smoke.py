@@ -143,7 +143,7 @@ def _changelist_queries(model_admin_class: type[admin.ModelAdmin], user, query: 
 @pytest.mark.django_db
 def test_large_table_admin_never_counts_the_whole_message_table(superuser_client):
     """The tool the message admins should adopt: a naive admin counts 100k rows, ours does not."""
-    from notifier.admin_tools import LargeTableAdmin
+    from core.admin_tools import LargeTableAdmin
 
     _bulk_insert_messages(MESSAGES)
     user = get_user_model().objects.get(username="ops")

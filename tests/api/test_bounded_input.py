@@ -6,9 +6,9 @@ import pytest
 from django.db import OperationalError
 from rest_framework import serializers
 
+from core.api.errors import exception_handler
+from core.api.fields import CustomHeadersField, RecipientListField, has_line_break
 from delivery.models import EmailMessage
-from notifier.api_errors import exception_handler
-from notifier.api_fields import CustomHeadersField, RecipientListField, has_line_break
 from templates.models import Template
 
 pytestmark = pytest.mark.django_db

@@ -62,7 +62,7 @@ def campaign_template(db):
 
 def _workers(spawn, env, tmp_path, send_concurrency: int = 2) -> processes.ManagedProcess:
     ops = spawn(processes.ManagedProcess(
-        "worker-ops", [sys.executable, "-m", "notifier.worker", "ops"],
+        "worker-ops", [sys.executable, "-m", "core.worker", "ops"],
         {**env, "NOTIFIER_WORKER_OPS_CONCURRENCY": "1"}, tmp_path))
     send = spawn(processes.celery_worker("normal", env, tmp_path, concurrency=send_concurrency))
     ops.wait_for_log("ready.", timeout=60)

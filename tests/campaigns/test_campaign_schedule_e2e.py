@@ -73,7 +73,7 @@ def _action(live_server, key: str, campaign: Campaign, action: str) -> str:
 def _start(spawn, env, tmp_path, **extra: str) -> None:
     env = {**env, **extra}
     ops = spawn(processes.ManagedProcess(
-        "worker-ops", [sys.executable, "-m", "notifier.worker", "ops"],
+        "worker-ops", [sys.executable, "-m", "core.worker", "ops"],
         {**env, "NOTIFIER_WORKER_OPS_CONCURRENCY": "1"}, tmp_path))
     send = spawn(processes.celery_worker("normal", env, tmp_path, concurrency=2))
     scheduler = spawn(processes.scheduler(env, tmp_path))

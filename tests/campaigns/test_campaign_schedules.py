@@ -18,9 +18,9 @@ from campaigns.services import lifecycle
 from campaigns.services.fanout import campaign_fanout
 from campaigns.services.launch import campaign_launch
 from campaigns.services.recovery import campaigns_lost_fanout_republish
+from core.redis_client import get_redis, redis_key
 from delivery.models import EmailMessage
 from delivery.services.ledger import messages_claim
-from notifier.redis_client import get_redis, redis_key
 from scheduling import timing
 from scheduling.models import Schedule
 from scheduling.services import due
@@ -335,8 +335,8 @@ def test_a_scheduled_campaign_with_every_recipient_suppressed_completes(api, tem
 def test_a_fanned_out_campaign_whose_tasks_were_lost_is_published_again(template, settings):
     """A broker that lost its queues (Redis restart) also lost the progress-check chain."""
     from campaigns.services.recovery import campaigns_stalled_sends_republish
+    from core.priorities import queue_for
     from notifier.celery import app as celery_app
-    from notifier.priorities import queue_for
 
     settings.NOTIFIER_REQUEUE_AFTER_SECONDS = 0
     stalled = Campaign.objects.create(name="stalled", template_version=template, status=CS.SENDING,

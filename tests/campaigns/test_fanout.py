@@ -160,7 +160,7 @@ def test_schedule_hook_writes_scheduled_rows_with_per_timezone_due_times(db, pur
 def test_a_stalled_campaign_is_published_again(campaign, settings):
     """Tasks lost with the broker: QUEUED rows, nothing in flight, no progress -> re-published."""
     from campaigns.services.progress import campaign_stalled_republish
-    from notifier.redis_client import get_redis, redis_key
+    from core.redis_client import get_redis, redis_key
 
     get_redis().delete(redis_key("campaigns", "progress", campaign.pk))
     campaign_fanout(campaign_id=campaign.pk)

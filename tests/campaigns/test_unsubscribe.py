@@ -7,8 +7,8 @@ from django.test import Client
 
 from campaigns.models import Campaign, Contact
 from campaigns.services.unsubscribe import unsubscribe_token
+from delivery.extensions import message_headers
 from delivery.models import EmailMessage
-from delivery.services.headers import message_headers
 from tests import factories
 
 pytestmark = pytest.mark.django_db

@@ -19,8 +19,8 @@ from rest_framework.views import APIView
 from clients.idempotency import IdempotentMixin
 from clients.models import ApiClient, IdempotencyRecord
 from clients.services import api_client_create
+from core.redis_client import get_redis, redis_key
 from delivery.models import EmailMessage
-from notifier.redis_client import get_redis, redis_key
 from templates.models import Template, TemplateVersion
 
 BODY = {"name": "receipt", "subject": "Receipt {{ n }}", "html_body": "<p>{{ n }}</p>"}

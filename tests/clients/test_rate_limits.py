@@ -6,8 +6,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from clients.services import api_client_create
-from notifier.lua import script
-from notifier.redis_client import get_redis
+from core.lua import script
+from core.redis_client import get_redis
 from tests.support.ports import free_port
 
 pytestmark = pytest.mark.django_db

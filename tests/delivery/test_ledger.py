@@ -104,7 +104,7 @@ def test_each_republish_of_an_orphan_doubles_its_wait(messages):
 
 def test_each_priority_has_its_own_claim_lease(messages):
     """A P0 claim abandoned 5 s ago is released (its lease is 4 s); a P2 claim that old is not."""
-    from notifier.priorities import Priority, claim_lease_seconds
+    from core.priorities import Priority, claim_lease_seconds
 
     critical, normal = messages[0], messages[1]
     EmailMessage.objects.filter(pk=critical.pk).update(priority=Priority.CRITICAL)
@@ -120,7 +120,7 @@ def test_each_priority_has_its_own_claim_lease(messages):
 
 
 def test_each_priority_has_its_own_requeue_age(messages):
-    from notifier.priorities import Priority, requeue_after_seconds
+    from core.priorities import Priority, requeue_after_seconds
 
     critical, low = messages[0], messages[1]
     EmailMessage.objects.filter(pk=critical.pk).update(priority=Priority.CRITICAL)
@@ -150,3 +150,19 @@ def test_only_the_hand_off_mark_waits_for_the_wal_flush():
     with connection.cursor() as cursor:  # SET LOCAL ended with its statement
         cursor.execute("SHOW synchronous_commit")
         assert cursor.fetchone()[0] == "on"
+
+
+@pytest.mark.parametrize("status", ["PAUSED", "CANCELLED"])
+def test_the_campaigns_claim_guard_is_registered_with_the_send_path(status):
+    """campaigns/apps.py plugs its rule into the claim (delivery/extensions.py): a row of a paused
+    or cancelled campaign is never claimed, a running campaign's row and a transactional one are."""
+    from campaigns.models import Campaign
+
+    version = template_version()
+    stopped = Campaign.objects.create(name="stopped", template_version=version, status=status)
+    running = Campaign.objects.create(name="running", template_version=version, status="SENDING")
+    held = email_message(version=version, campaign=stopped, idempotency_key="held")
+    sent = [email_message(version=version, campaign=running, idempotency_key="run"),
+            email_message(version=version, idempotency_key="otp")]
+    claimed = ledger.messages_claim(message_ids=[held.id, *(m.id for m in sent)], token="t")
+    assert sorted(row[0] for row in claimed) == sorted(m.id for m in sent)

@@ -3,7 +3,7 @@
 kombu 5.7's Redis channel, closing after the connection dropped, tries to restore unacked
 messages through a transport whose client is already gone and raises AttributeError; Celery
 calls that "Unrecoverable error" and the whole worker exits (seen in the million-day scenario:
-both P0 pools died at once, ~10 s without a P0 consumer). notifier/broker.py tolerates it.
+both P0 pools died at once, ~10 s without a P0 consumer). core/broker_compat.py tolerates it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`make run` as a new user meets it: `python -m notifier.dev` on a fresh, empty var directory.
+"""`make run` as a new user meets it: `python -m devtools.run` on a fresh, empty var directory.
 
 It must boot the embedded PostgreSQL and Redis, the SMTP sink and every Procfile process, print
 its curl banner only once the API answers, deliver the banner's email as one .eml file, and on
@@ -26,7 +26,7 @@ import psutil
 import pytest
 import requests
 
-from notifier.embedded import embedded_postgres, embedded_redis
+from devtools.embedded import embedded_postgres, embedded_redis
 from tests.support.ports import free_port
 from tests.support.waiting import wait_for
 
@@ -84,7 +84,7 @@ def _start_launcher(var_dir: Path, log_path: Path) -> Launcher:
     env = _launcher_env(var_dir)
     with open(log_path, "wb") as log:  # the child keeps its own descriptor
         process = subprocess.Popen(
-            [sys.executable, "-m", "notifier.dev"], cwd=BASE_DIR, env=env, stdout=log,
+            [sys.executable, "-m", "devtools.run"], cwd=BASE_DIR, env=env, stdout=log,
             stderr=subprocess.STDOUT, start_new_session=True,  # its own group, as a shell job
         )
     return Launcher(process, var_dir, log_path, int(env["PORT"]))

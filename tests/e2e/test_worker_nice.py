@@ -1,5 +1,5 @@
 """Bulk pools run at a higher CPU niceness than the P0 pool, children included, so on a busy
-host the kernel serves OTPs and the API first (notifier/priorities.py)."""
+host the kernel serves OTPs and the API first (core/priorities.py)."""
 
 from __future__ import annotations
 

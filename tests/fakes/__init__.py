@@ -1,7 +1,7 @@
 """Local stand-ins for the outside world: fake HTTP ESPs, a ledger, faults.
 
 The SMTP stand-in the tests use is tests/support/smtp.py (`RecordingSmtpServer`, the
-`smtp_server` fixture); `notifier/smtp_sink.py` is the product's development sink.
+`smtp_server` fixture); `devtools/smtp_sink.py` is the product's development sink.
 
 Typical use::
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from notifier.redis_client import get_redis, redis_key
+from core.redis_client import get_redis, redis_key
 from tests.feedback import hooks
 from tests.feedback.signing import TEST_TOPIC_ARN, SendGridTestSigner, SnsTestSigner
 

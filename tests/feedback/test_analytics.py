@@ -7,12 +7,12 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from core.redis_client import get_redis
 from delivery.models import DeliveryAttempt, EmailMessage
 from delivery.services.circuit_breaker import breaker_record_failure, events_key, state_key
 from delivery.tasks import send_batch
 from feedback.normalize import EventType as E
 from feedback.services.processing import events_process
-from notifier.redis_client import get_redis
 from tests.feedback.helpers import T0, campaign, event, sent_messages
 
 pytestmark = pytest.mark.django_db

@@ -7,11 +7,11 @@ import pytest
 from django.utils import timezone
 
 from campaigns.models import Campaign, Suppression
+from core.redis_client import get_redis, redis_key
 from delivery.models import EmailMessage
 from feedback.models import CampaignEventCounter, EmailEvent, ReputationHold
 from feedback.normalize import EventType as E
 from feedback.services.processing import events_process
-from notifier.redis_client import get_redis, redis_key
 from tests.feedback.helpers import T0, campaign, event, sent_messages
 
 pytestmark = pytest.mark.django_db

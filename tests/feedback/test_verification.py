@@ -473,7 +473,7 @@ def test_in_memory_guard_expires() -> None:
 
 @pytest.fixture
 def redis_guard() -> Any:
-    from notifier.redis_client import get_redis
+    from core.redis_client import get_redis
 
     client = get_redis()  # the session's Redis (embedded or REDIS_URL), never skipped
     prefix = f"notifier:test:{uuid.uuid4().hex}:mailgun-token:"

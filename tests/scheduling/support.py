@@ -10,9 +10,9 @@ from datetime import datetime
 
 from django.db import connection
 
+from core.priorities import SEND_QUEUES
+from core.redis_client import get_redis
 from delivery.models import EmailMessage
-from notifier.priorities import SEND_QUEUES
-from notifier.redis_client import get_redis
 from scheduling.services import due
 from scheduling.services.lock import lock_key
 

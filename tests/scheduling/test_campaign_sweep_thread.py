@@ -12,10 +12,10 @@ import pytest
 
 from campaigns.models import Campaign
 from campaigns.services.recovery import campaigns_stalled_sends_republish
+from core.priorities import queue_for
+from core.redis_client import get_redis, redis_key
 from delivery.models import EmailMessage
 from notifier.celery import app as celery_app
-from notifier.priorities import queue_for
-from notifier.redis_client import get_redis, redis_key
 from scheduling.management.commands.run_scheduler import Command
 from tests import factories
 

@@ -10,8 +10,8 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
+from core.redis_client import get_redis
 from delivery.models import EmailMessage
-from notifier.redis_client import get_redis
 from scheduling.services import due
 from scheduling.services.dispatcher import due_batch_dispatch, due_drain, messages_fence_queue_detailed
 from scheduling.services.lock import DispatcherLock

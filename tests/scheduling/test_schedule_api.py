@@ -9,8 +9,8 @@ from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
 from campaigns.models import Contact
+from core.redis_client import get_redis
 from delivery.models import EmailMessage
-from notifier.redis_client import get_redis
 from scheduling import timing
 from scheduling.models import Schedule
 from scheduling.services import due

@@ -105,7 +105,7 @@ class ManagedProcess:
 def celery_worker(role: str, env: dict[str, str], log_dir: Path, concurrency: int = 1) -> ManagedProcess:
     env = {**env, f"NOTIFIER_WORKER_P{_priority_index(role)}_CONCURRENCY": str(concurrency),
            "NOTIFIER_WORKER_NAME": f"{role}-{uuid.uuid4().hex[:8]}@%h"}
-    argv = [sys.executable, "-m", "notifier.worker", role]
+    argv = [sys.executable, "-m", "core.worker", role]
     return ManagedProcess(f"worker-{role}", argv, env, log_dir)
 
 

@@ -1,7 +1,7 @@
 """The services of one test session, as pytest hooks (tests/conftest.py imports them).
 
 - Without DATABASE_URL / REDIS_URL the session starts the embedded PostgreSQL and Redis
-  (notifier/embedded.py) and stops them at its end, unless they were already running (for
+  (devtools/embedded.py) and stops them at its end, unless they were already running (for
   example under `make run`): then it uses them and leaves them be. No process is left behind.
 - The tests never use the configured Redis database itself but the next one up, and under
   pytest-xdist every worker gets its own test database (pytest-django suffixes the name) and
@@ -45,8 +45,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def _use_worker_redis_database(index: int) -> None:
     """Move this xdist worker's Redis client and Celery broker to a database of its own."""
+    from core.redis_client import get_redis
     from notifier.celery import app
-    from notifier.redis_client import get_redis
 
     database = (redis_database(settings.REDIS_URL) + 1 + index) % REDIS_DATABASES
     settings.REDIS_URL = with_redis_database(settings.REDIS_URL, database)

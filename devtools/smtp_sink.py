@@ -1,6 +1,6 @@
 """A local SMTP sink for first runs: stores every received message as an .eml file.
 
-python -m notifier.smtp_sink [--host 127.0.0.1] [--port 8025] [--dir var/mail]
+python -m devtools.smtp_sink [--host 127.0.0.1] [--port 8025] [--dir var/mail]
 
 aiosmtpd is convenient and caps near 200 messages/s (design notes); benchmarks use Postfix's
 smtp-sink instead.

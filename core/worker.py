@@ -1,8 +1,8 @@
-"""Start the Celery worker pool of one priority: python -m notifier.worker critical|high|normal|low|ops
+"""Start the Celery worker pool of one priority: python -m core.worker critical|high|normal|low|ops
 
 Each priority gets its own process pool, consuming only its own queue, so an OTP never waits
 behind prefetched campaign batches (design decision 7). Pool sizes come from
-notifier/priorities.py, and so does each pool's CPU niceness (bulk pools yield the CPU to P0/P1
+core/priorities.py, and so does each pool's CPU niceness (bulk pools yield the CPU to P0/P1
 and the API); `NOTIFIER_WORKER_POOL` picks prefork (default: survives a crashing
 child, and the crash tests need real child processes) or threads.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
-from notifier.priorities import (
+from core.priorities import (
     MAINTENANCE_QUEUE,
     POOLS,
     STATUS_QUEUE,
@@ -31,6 +31,8 @@ def _node_name(role: str) -> str:
 
 def worker_argv(role: str) -> list[str]:
     pool = os.environ.get("NOTIFIER_WORKER_POOL", "prefork")
+    # The project's Celery app and settings are named, not imported (as manage.py names them):
+    # this entry point stays below the configuration it starts.
     argv = ["celery", "-A", "notifier", "worker", "--loglevel", os.environ.get("NOTIFIER_LOG_LEVEL", "INFO")]
     argv += ["-P", pool, "--without-gossip", "--without-mingle"]
     if role == "ops":
@@ -49,7 +51,7 @@ def worker_argv(role: str) -> list[str]:
 
 def main() -> None:
     if len(sys.argv) != 2 or sys.argv[1] not in [*(p.label for p in Priority), "ops"]:
-        sys.exit("usage: python -m notifier.worker critical|high|normal|low|ops")
+        sys.exit("usage: python -m core.worker critical|high|normal|low|ops")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifier.settings")
     role = sys.argv[1]
     argv = worker_argv(role)

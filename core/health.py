@@ -6,7 +6,7 @@ from celery import current_app
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 
-from notifier.redis_client import get_redis
+from core.redis_client import get_redis
 
 
 def _database() -> None:

@@ -5,7 +5,7 @@ fix. Non-field errors from serializers appear under "non_field_errors".
 
 A dependency outage (PostgreSQL or Redis unreachable) is a 503 with `Retry-After`, never a 500:
 the request was fine, the service is degraded. Errors raised outside DRF (URL not found, body
-too large) get the same shape from `notifier.api_middleware`.
+too large) get the same shape from `core.api.middleware`.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from notifier.api_errors import _CODES, OUTAGE_RETRY_AFTER_SECONDS, error_body, is_outage
+from core.api.errors import _CODES, OUTAGE_RETRY_AFTER_SECONDS, error_body, is_outage
 
 logger = logging.getLogger(__name__)
 API_PREFIX = "/api/"

@@ -20,8 +20,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
+from core.ops import id_batches, progress
 from feedback.models import EmailEvent
-from notifier.ops import id_batches, progress
 
 FIELDS = ("id", "message_id", "provider", "provider_event_id", "event_type", "bounce_type",
           "recipient", "url", "occurred_at", "received_at")

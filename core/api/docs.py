@@ -23,7 +23,7 @@ REDOC_CSP = (
 
 
 class LocalRedocView(SpectacularRedocView):
-    template_name = "notifier/redoc.html"
+    template_name = "core/redoc.html"
 
     @extend_schema(exclude=True)  # a docs page, not an API operation (as in the parent view)
     def get(self, request: Request, *args: object, **kwargs: object) -> Response:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psutil
 
-from notifier.embedded import embedded_postgres, embedded_redis
+from devtools.embedded import embedded_postgres, embedded_redis
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_SECONDS = 120.0
@@ -86,7 +86,7 @@ def _start_smtp_sink(env: dict[str, str]) -> subprocess.Popen | None:
         return None
     port = env.setdefault("SMTP_PORT", "8025")
     mail_dir = str(_mail_dir(env))
-    command = [sys.executable, "-m", "notifier.smtp_sink", "--port", port, "--dir", mail_dir]
+    command = [sys.executable, "-m", "devtools.smtp_sink", "--port", port, "--dir", mail_dir]
     return subprocess.Popen(command, cwd=BASE_DIR, env=env)
 
 

@@ -158,7 +158,7 @@ class ContextField(serializers.DictField):
 class StrictInputMixin:
     """Refuse unknown keys (400 naming them) instead of silently ignoring them, so a caller who
     sends `headers` or `bcc` where none are accepted learns it. The schema says
-    `additionalProperties: false` for these serializers (notifier/api_schema.py)."""
+    `additionalProperties: false` for these serializers (core/api/schema.py)."""
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):

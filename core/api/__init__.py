@@ -1,0 +1,2 @@
+"""DRF plumbing shared by every API: errors, bounded fields, middleware, pagination, parsers,
+the OpenAPI schema class and the local Redoc page."""

@@ -1,0 +1,89 @@
+"""The one shared redis-py client, and the key layout of everything notifier keeps in Redis.
+
+All keys live under one configurable prefix (`NOTIFIER_REDIS_PREFIX`, default `notifier`) and
+are built with `redis_key(...)`, so tests and several deployments can share a server. This is
+the one list of every key family the code writes (the owning module documents the details);
+a new family is added here in the same commit.
+
+    API (clients)
+    notifier:idem-http:<client prefix>:<sha256 of key>  string JSON {fp, status, body}: replayed
+                                                        Idempotency-Key answers, TTL 24 h
+                                                        (clients/idempotency.py)
+    notifier:ratelimit:<client prefix>:<class>          ZSET of hits, score = microseconds: the
+                                                        per-client API throttle (clients/throttling.py)
+    Delivery
+    notifier:ratelimit:provider:<name>                  hash tokens, ts: provider token bucket
+    notifier:ratelimit:domain:<domain>                  hash tokens, ts: recipient-domain bucket
+    notifier:ratelimit:shrink:<name>                    string factor after a 429, TTL = shrink
+                                                        period (delivery/services/rate_limits.py)
+    notifier:breaker:<provider>                         hash: circuit breaker state
+    notifier:breaker:<provider>:events                  list: last 100 transitions
+                                                        (delivery/services/circuit_breaker.py)
+    notifier:fault:<provider>                           hash: the detected provider fault
+    notifier:fault:<provider>:streak|recipients|messages|put_back
+                                                        the same-error streak and the rows to
+                                                        re-queue (delivery/services/provider_faults.py)
+    Scheduling
+    notifier:schedule:due                               ZSET score = due epoch, member = message id
+    notifier:schedule:processing                        ZSET score = lease deadline (claimed)
+    notifier:schedule:lock                              string holder token, TTL: one active
+                                                        dispatcher (scheduling/services/due.py, lock.py)
+    Campaigns
+    notifier:campaigns:progress:<campaign id>           string "<finished>:<epoch>", TTL 1 h
+                                                        (campaigns/services/progress.py)
+    notifier:campaigns:fanout_watch:<campaign id>       string "<cursor>:<epoch>", TTL 1 h
+                                                        (campaigns/services/recovery.py)
+    Feedback
+    notifier:feedback:workers                           string JSON: cached `celery inspect`
+                                                        (feedback/selectors/queues.py)
+    notifier:feedback:webhook-task-scheduled            string, SET NX with TTL: one pending
+                                                        webhook task (feedback/services/drain.py)
+    notifier:feedback:reputation-check:<kind>:<id>      string, SET NX with TTL: throttles the
+                                                        reputation check (feedback/services/reputation.py)
+    notifier:webhooks:mailgun-token:<token>             string, SET NX with TTL: Mailgun replay
+                                                        guard (feedback/webhooks/config.py)
+
+Note: the client throttle and the ESP buckets share `ratelimit:`; a client prefix of exactly
+"provider", "domain" or "shrink" would collide (keys are random, so only in theory).
+Not under the prefix: when Redis is the Celery broker, kombu's own keys (one list per queue,
+`unacked`, `_kombu.binding.*`) in the broker's database.
+
+    $ redis-cli --scan --pattern 'notifier:*'
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from urllib.parse import parse_qsl, urlencode
+
+import redis
+from django.conf import settings
+
+
+@cache
+def get_redis() -> redis.Redis:
+    """A process-wide client (redis-py pools connections; safe across threads)."""
+    return redis.Redis.from_url(
+        settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=2, health_check_interval=30
+    )
+
+
+def redis_url_of_broker(broker_url: str) -> str | None:
+    """The redis-py URL of a Redis Celery broker (None for another transport).
+
+    kombu spells a unix socket `redis+socket:///path?virtual_host=N`; redis-py wants
+    `unix:///path?db=N`.
+    """
+    if broker_url.startswith("redis+socket://"):
+        path, _, query = broker_url.removeprefix("redis+socket://").partition("?")
+        params = dict(parse_qsl(query))
+        database = params.pop("virtual_host", params.pop("db", "0"))
+        return f"unix://{path}?{urlencode({**params, 'db': database})}"
+    if broker_url.startswith(("redis://", "rediss://", "unix://")):
+        return broker_url
+    return None
+
+
+def redis_key(*parts: str | int) -> str:
+    """Build a key under the configured prefix: redis_key('schedule', 'due')."""
+    return ":".join([settings.REDIS_KEY_PREFIX, *map(str, parts)])

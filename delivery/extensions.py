@@ -1,0 +1,63 @@
+"""Where other apps plug rules into the send path, so delivery never imports them.
+
+Delivery owns a message's state and the send path; an app above it that has a say in whether a
+row may be claimed, or what headers a message carries, registers that rule here from its
+`AppConfig.ready()` (campaigns does: pause/cancel and one-click unsubscribe). Every process
+loads every installed app before it sends, so a worker always has the same rules as the web.
+
+- claim guards: SQL conditions ANDed into the claim UPDATE (delivery/services/ledger.py
+  `messages_claim`), written against the message table by its full name;
+- requeue guards: the same for putting a FAILED row back to QUEUED after a provider fault
+  (`failed_messages_requeue`);
+- header providers: `f(message) -> {header: value}` merged into each outgoing message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from delivery.models import EmailMessage
+
+HeaderProvider = Callable[["EmailMessage"], dict[str, str]]
+
+_claim_guards: list[str] = []
+_requeue_guards: list[str] = []
+_header_providers: list[HeaderProvider] = []
+
+
+def register_claim_guard(sql: str) -> None:
+    if sql not in _claim_guards:
+        _claim_guards.append(sql)
+
+
+def register_requeue_guard(sql: str) -> None:
+    if sql not in _requeue_guards:
+        _requeue_guards.append(sql)
+
+
+def register_header_provider(provider: HeaderProvider) -> None:
+    if provider not in _header_providers:
+        _header_providers.append(provider)
+
+
+def claim_guard_sql() -> str:
+    """The registered claim conditions as one SQL condition (TRUE when there are none)."""
+    return _joined(_claim_guards)
+
+
+def requeue_guard_sql() -> str:
+    return _joined(_requeue_guards)
+
+
+def message_headers(message: EmailMessage) -> dict[str, str]:
+    """The headers every registered provider adds to this message (later ones win)."""
+    headers: dict[str, str] = {}
+    for provider in _header_providers:
+        headers.update(provider(message))
+    return headers
+
+
+def _joined(conditions: list[str]) -> str:
+    return " AND ".join(conditions) if conditions else "TRUE"

@@ -1,0 +1,57 @@
+"""Where the app that owns the scheduled thing plugs into the scheduling engine.
+
+Scheduling keeps the time (the due set, dispatch, recurring runs, the scheduler process); it
+does not know what a recurring run creates or what a one-off schedule stands for. Campaigns
+registers that from its `AppConfig.ready()`:
+
+- the run launcher: `launch(definition, client_id)` creates what one recurring run sends (a
+  campaign) and returns it, or raises DRF's ValidationError when there is nothing to send;
+- the target canceller: `cancel(campaign_id)` stops what a cancelled one-off schedule launched;
+- sweeps: functions the scheduler's lock holder runs in its sweep thread (campaign recovery).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+RunLauncher = Callable[[dict[str, Any], "int | None"], Any]
+TargetCanceller = Callable[[int], None]
+
+_launchers: list[RunLauncher] = []
+_cancellers: list[TargetCanceller] = []
+_sweeps: list[Callable[[], None]] = []
+
+
+class NothingRegisteredError(RuntimeError):
+    """A recurring schedule ran with no app registered to launch its runs."""
+
+
+def register_run_launcher(launch: RunLauncher) -> None:
+    _launchers[:] = [launch]  # one kind of scheduled thing today: the latest registration wins
+
+
+def register_target_canceller(cancel: TargetCanceller) -> None:
+    if cancel not in _cancellers:
+        _cancellers.append(cancel)
+
+
+def register_sweep(sweep: Callable[[], None]) -> None:
+    if sweep not in _sweeps:
+        _sweeps.append(sweep)
+
+
+def launch_run(definition: dict[str, Any], client_id: int | None) -> Any:
+    if not _launchers:
+        raise NothingRegisteredError("no app registered a launcher for recurring runs")
+    return _launchers[0](definition, client_id)
+
+
+def cancel_target(campaign_id: int) -> None:
+    for cancel in _cancellers:
+        cancel(campaign_id)
+
+
+def run_sweeps() -> None:
+    for sweep in _sweeps:
+        sweep()
