@@ -153,10 +153,6 @@ NOTIFIER_REQUEUE_AFTER_SECONDS = env.int("NOTIFIER_REQUEUE_AFTER_SECONDS", defau
 # attempt rows) commit without waiting for the WAL flush; the hand-off mark always waits
 # (delivery/services/ledger.py `without_flush_wait`, docs/decisions.md 32).
 NOTIFIER_LEDGER_ASYNC_COMMIT = env.bool("NOTIFIER_LEDGER_ASYNC_COMMIT", default=True)
-# Fault injection for the crash tests only: hold a claimed batch this long before rendering.
-NOTIFIER_FAULT_PAUSE_AFTER_CLAIM = env.float("NOTIFIER_FAULT_PAUSE_AFTER_CLAIM", default=0.0)
-# Fault injection for the poison test only: the worker process dies rendering this recipient.
-NOTIFIER_FAULT_CRASH_RECIPIENT = env.str("NOTIFIER_FAULT_CRASH_RECIPIENT", default="")
 MAIL_SINK_DIR = VAR_DIR / "mail"
 
 # --- Delivery: ESP providers (delivery/providers/) ----------------------------------------------
@@ -347,14 +343,6 @@ NOTIFIER_SCHEDULE_SWEEP_SECONDS = env.float("NOTIFIER_SCHEDULE_SWEEP_SECONDS", d
 NOTIFIER_DEFAULT_TIMEZONE = env.str("NOTIFIER_DEFAULT_TIMEZONE", default="")
 # Local hour used for {type: "optimal"} when a recipient has no opens in the last 90 days.
 NOTIFIER_OPTIMAL_FALLBACK_HOUR = env.int("NOTIFIER_OPTIMAL_FALLBACK_HOUR", default=10)
-# Fault injection for the scheduler crash tests only: hold a claimed batch this long before the
-# database fence (`claim`) or before publishing it (`fence`).
-NOTIFIER_FAULT_SCHEDULER_PAUSE_AFTER_CLAIM = env.float(
-    "NOTIFIER_FAULT_SCHEDULER_PAUSE_AFTER_CLAIM", default=0.0
-)
-NOTIFIER_FAULT_SCHEDULER_PAUSE_AFTER_FENCE = env.float(
-    "NOTIFIER_FAULT_SCHEDULER_PAUSE_AFTER_FENCE", default=0.0
-)
 
 # Campaign schedules (campaigns x scheduling): a campaign fan-out with no progress for this long
 # is published again by the scheduler (the broker was down at launch, or the worker died).

@@ -63,13 +63,6 @@ def is_gap(naive: datetime, tz: ZoneInfo) -> bool:
     return as_utc.astimezone(tz).replace(tzinfo=None) != naive
 
 
-def is_ambiguous(naive: datetime, tz: ZoneInfo) -> bool:
-    """True when this wall time happens twice in `tz` (repeated by a fall-back)."""
-    first = naive.replace(tzinfo=tz, fold=0).utcoffset()
-    second = naive.replace(tzinfo=tz, fold=1).utcoffset()
-    return first != second and not is_gap(naive, tz)
-
-
 def local_to_utc(day: date, at: time, tz: ZoneInfo) -> datetime:
     """The UTC instant of wall-clock `day at` in `tz`; gap -> shifted forward, overlap -> first."""
     naive = datetime.combine(day, at.replace(tzinfo=None))

@@ -12,8 +12,6 @@ from django.conf import settings
 
 from delivery.providers.base import Provider
 
-PROVIDER_NAMES = ("ses", "sendgrid", "mailgun", "smtp")
-
 
 def _http_settings(api_key: str, base_url: str, domain: str = ""):
     from delivery.providers.http import HttpSettings

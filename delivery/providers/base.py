@@ -67,14 +67,6 @@ class TransientError(ProviderError):
     outcome = Outcome.TRANSIENT
 
 
-class PermanentError(ProviderError):
-    outcome = Outcome.PERMANENT
-
-
-class AmbiguousError(ProviderError):
-    outcome = Outcome.AMBIGUOUS
-
-
 class Provider(ABC):
     """One ESP. Instances live for a worker process and may keep connections open."""
 

@@ -83,10 +83,6 @@ def breaker_check(*, provider: str) -> tuple[Decision, float]:
     return Decision(result[0]), wait
 
 
-def breaker_allow(*, provider: str) -> Decision:
-    return breaker_check(provider=provider)[0]
-
-
 def breaker_record_success(*, provider: str) -> None:
     _run(provider, "success")
 
@@ -100,13 +96,3 @@ def breaker_open(*, provider: str, reason: str) -> None:
     """Open now for the cooldown, whatever the failure count: the provider answers but is of no
     use (delivery/services/provider_faults.py). `reason` is kept in the transition list."""
     _run(provider, "open", reason=reason[:200])
-
-
-def breaker_reset(*, provider: str) -> None:
-    """Close by hand (admin, tests)."""
-    try:
-        from core.redis_client import get_redis
-
-        get_redis().delete(state_key(provider), events_key(provider))
-    except redis.RedisError as exc:
-        logger.warning("could not reset breaker %s: %s", provider, exc)

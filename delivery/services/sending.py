@@ -9,8 +9,6 @@ can safely send again; a crash after it leaves rows that become AMBIGUOUS, never
 from __future__ import annotations
 
 import logging
-import os
-import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,6 +19,7 @@ from django.utils import timezone
 
 from campaigns.models import Suppression
 from core.priorities import POOLS, Priority
+from delivery import signals
 from delivery.extensions import message_headers
 from delivery.models import DeliveryAttempt, EmailMessage
 from delivery.providers.base import Outcome, OutgoingEmail, SendResult
@@ -63,8 +62,7 @@ def message_batch_send(*, message_ids: Sequence[int], token: str) -> BatchReport
     claimed = ledger.messages_claim(message_ids=message_ids, token=token)
     if not claimed:
         return report
-    if settings.NOTIFIER_FAULT_PAUSE_AFTER_CLAIM:
-        time.sleep(settings.NOTIFIER_FAULT_PAUSE_AFTER_CLAIM)
+    signals.batch_claimed.send(sender=__name__, message_ids=[pk for pk, _ in claimed], token=token)
     messages = _load(claimed, token, report)
     messages = _drop_suppressed(messages, token, report)
     emails = _render_all(messages, token, report)
@@ -124,11 +122,11 @@ def _drop_suppressed(messages: list[EmailMessage], token: str, report: BatchRepo
 
 def _render_all(messages: list[EmailMessage], token: str, report: BatchReport) -> list[OutgoingEmail]:
     emails, broken = [], defaultdict(list)
-    crash = settings.NOTIFIER_FAULT_CRASH_RECIPIENT
     variants = variants_for_batch(messages)
     for message in messages:
-        if crash and message.recipient == crash:
-            os._exit(70)  # fault injection (tests only): a poison message that kills its process
+        signals.message_rendering.send(
+            sender=__name__, message_id=message.id, recipient=message.recipient, priority=message.priority
+        )
         version = variant_for_message(message, variants)
         compiled = compile_version(version.id, version.subject, version.html_body, version.text_body)
         try:
@@ -197,7 +195,9 @@ def _last_error(message_ids: list[int]) -> str:
     return f"{last.provider} {last.response_code} {last.error}".strip() if last else ""
 
 
-def _record_results(name: str, results: list[SendResult], token: str, report: BatchReport) -> set[int]:
+def _record_results(name: str, results: list[SendResult], token: str, report: BatchReport) -> None:
+    """Accepted, permanent and ambiguous results to the ledger; transient ones are left to the
+    failover (next provider, then retry or dead letter)."""
     by_outcome: dict[Outcome, list[SendResult]] = defaultdict(list)
     for result in results:
         by_outcome[result.outcome].append(result)
@@ -208,8 +208,6 @@ def _record_results(name: str, results: list[SendResult], token: str, report: Ba
             changed = ledger.messages_mark_final(message_ids=ids, token=token, status=status, error=error)
             report.failed += changed if status == Status.FAILED else 0
             report.ambiguous += changed if status == Status.AMBIGUOUS else 0
-    transient = by_outcome[Outcome.TRANSIENT]
-    return {r.message_id for r in transient}
 
 
 def _group_by_error(results: list[SendResult]) -> dict[str, list[int]]:

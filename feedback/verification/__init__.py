@@ -1,8 +1,8 @@
 """Signed-webhook verification for Amazon SNS/SES, SendGrid and Mailgun (no Django).
 
 Every verifier raises :class:`WebhookVerificationError` (with a machine-readable
-``reason``) on failure and returns the parsed payload on success. Test helpers live in
-:mod:`feedback.verification.testing` and are deliberately not re-exported here.
+``reason``) on failure and returns the parsed payload on success. The tests' signing helpers
+(throwaway keys signing as SNS, SendGrid and Mailgun do) live in tests/feedback/signing.py.
 """
 
 from .errors import Reason, WebhookVerificationError

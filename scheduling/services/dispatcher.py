@@ -29,6 +29,7 @@ from django.db import connection
 
 from delivery.models import EmailMessage
 from delivery.services.dispatch import messages_enqueue_by_priority
+from scheduling import signals
 from scheduling.services import due
 
 logger = logging.getLogger(__name__)
@@ -51,13 +52,6 @@ class DispatchReport:
         self.dispatched += other.dispatched
         self.returned += other.returned
         self.abandoned += other.abandoned
-
-
-def messages_fence_queue(
-    *, message_ids: Sequence[int], dispatched_before: datetime
-) -> list[tuple[int, int]]:
-    """[(id, priority)] of `messages_fence_queue_detailed`."""
-    return messages_fence_queue_detailed(message_ids=message_ids, dispatched_before=dispatched_before)[0]
 
 
 def messages_fence_queue_detailed(
@@ -92,13 +86,6 @@ def _lease_left(claim: due.Claim) -> bool:
     return time.time() < claim.lease_deadline - margin
 
 
-def _pause(seconds: float, what: str, count: int) -> None:
-    """Fault injection for the crash tests (settings NOTIFIER_FAULT_SCHEDULER_PAUSE_*)."""
-    if seconds > 0:
-        logger.warning("fault: pausing %.1fs after %s of %d ids", seconds, what, count)
-        time.sleep(seconds)
-
-
 def due_batch_dispatch(*, now: float | None = None, limit: int | None = None) -> DispatchReport:
     """Claim, fence, publish and acknowledge one batch of due ids."""
     now = time.time() if now is None else now
@@ -107,7 +94,9 @@ def due_batch_dispatch(*, now: float | None = None, limit: int | None = None) ->
     report = DispatchReport(claimed=len(claim.ids))
     if not claim.ids:
         return report
-    _pause(settings.NOTIFIER_FAULT_SCHEDULER_PAUSE_AFTER_CLAIM, "claim", len(claim.ids))
+    signals.due_batch_claimed.send(
+        sender=__name__, message_ids=claim.ids, lease_deadline=claim.lease_deadline
+    )
     if not _lease_left(claim):
         report.abandoned = len(claim.ids)  # the reaper gives them back; someone else dispatches
         return report
@@ -121,7 +110,9 @@ def due_batch_dispatch(*, now: float | None = None, limit: int | None = None) ->
         from campaigns.services.scheduled import campaigns_due_promote
 
         campaigns_due_promote(campaign_ids=campaign_ids)
-    _pause(settings.NOTIFIER_FAULT_SCHEDULER_PAUSE_AFTER_FENCE, "fence", len(rows))
+    signals.due_batch_fenced.send(
+        sender=__name__, message_ids=[pk for pk, _ in rows], lease_deadline=claim.lease_deadline
+    )
     if rows and not _lease_left(claim):
         report.abandoned = len(claim.ids)  # rows stay QUEUED unclaimed: the next claim republishes
         return report

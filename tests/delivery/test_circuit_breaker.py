@@ -12,6 +12,10 @@ from delivery.services import circuit_breaker as cb
 from delivery.services.circuit_breaker import Decision
 
 
+def allow(*, provider: str) -> Decision:
+    return cb.breaker_check(provider=provider)[0]
+
+
 @pytest.fixture(autouse=True)
 def fast_breaker(settings):
     settings.NOTIFIER_BREAKER_FAILURES = 3
@@ -24,10 +28,10 @@ def fast_breaker(settings):
 def test_opens_after_a_burst_then_denies():
     for _ in range(2):
         cb.breaker_record_failure(provider="ses")
-    assert cb.breaker_allow(provider="ses") is Decision.ALLOW
+    assert allow(provider="ses") is Decision.ALLOW
     cb.breaker_record_failure(provider="ses")
-    assert cb.breaker_allow(provider="ses") is Decision.DENY
-    assert cb.breaker_allow(provider="sendgrid") is Decision.ALLOW
+    assert allow(provider="ses") is Decision.DENY
+    assert allow(provider="sendgrid") is Decision.ALLOW
 
 
 def test_success_resets_the_failure_count():
@@ -35,17 +39,17 @@ def test_success_resets_the_failure_count():
     cb.breaker_record_failure(provider="ses")
     cb.breaker_record_success(provider="ses")
     cb.breaker_record_failure(provider="ses")
-    assert cb.breaker_allow(provider="ses") is Decision.ALLOW
+    assert allow(provider="ses") is Decision.ALLOW
 
 
 def test_one_probe_after_cooldown_then_closes_on_success():
     for _ in range(3):
         cb.breaker_record_failure(provider="ses")
     time.sleep(0.35)
-    assert cb.breaker_allow(provider="ses") is Decision.PROBE
-    assert cb.breaker_allow(provider="ses") is Decision.DENY  # another worker: no second probe
+    assert allow(provider="ses") is Decision.PROBE
+    assert allow(provider="ses") is Decision.DENY  # another worker: no second probe
     cb.breaker_record_success(provider="ses")
-    assert cb.breaker_allow(provider="ses") is Decision.ALLOW
+    assert allow(provider="ses") is Decision.ALLOW
     [state] = [b for b in circuit_breakers_list() if b.provider == "ses"]
     assert state.state == "closed"
     assert [t.split(" ", 1)[1] for t in state.transitions] == [
@@ -57,25 +61,25 @@ def test_failed_probe_reopens():
     for _ in range(3):
         cb.breaker_record_failure(provider="ses")
     time.sleep(0.35)
-    assert cb.breaker_allow(provider="ses") is Decision.PROBE
+    assert allow(provider="ses") is Decision.PROBE
     cb.breaker_record_failure(provider="ses")
-    assert cb.breaker_allow(provider="ses") is Decision.DENY
+    assert allow(provider="ses") is Decision.DENY
     assert circuit_breakers_list()[0].state == "open"
 
 
 def test_retry_after_holds_it_open_that_long():
     cb.breaker_record_failure(provider="ses", retry_after=1.0)
     time.sleep(0.5)
-    assert cb.breaker_allow(provider="ses") is Decision.DENY
+    assert allow(provider="ses") is Decision.DENY
     time.sleep(0.6)
-    assert cb.breaker_allow(provider="ses") is Decision.PROBE
+    assert allow(provider="ses") is Decision.PROBE
 
 
 def test_fails_open_when_redis_is_unreachable(monkeypatch):
     dead = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
     monkeypatch.setattr(cb, "script", lambda name: dead.register_script("return 1"))
     cb.breaker_record_failure(provider="ses")
-    assert cb.breaker_allow(provider="ses") is Decision.ALLOW
+    assert allow(provider="ses") is Decision.ALLOW
 
 
 @pytest.mark.django_db

@@ -1,4 +1,7 @@
-"""Local stand-ins for the outside world: fake ESPs, an SMTP sink, a ledger, faults.
+"""Local stand-ins for the outside world: fake HTTP ESPs, a ledger, faults.
+
+The SMTP stand-in the tests use is tests/support/smtp.py (`RecordingSmtpServer`, the
+`smtp_server` fixture); `devtools/smtp_sink.py` is the product's development sink.
 
 Typical use::
 
@@ -11,7 +14,6 @@ Typical use::
 from tests.fakes.faults import Fault, FaultPlan, Mode
 from tests.fakes.http_esp import FakeHTTPServer, FakeMailgun, FakeSendGrid, FakeSES
 from tests.fakes.ledger import Ledger, LedgerEntry, Outcome
-from tests.fakes.smtp_sink import SmtpSink
 
 __all__ = [
     "FakeHTTPServer",
@@ -24,5 +26,4 @@ __all__ = [
     "LedgerEntry",
     "Mode",
     "Outcome",
-    "SmtpSink",
 ]

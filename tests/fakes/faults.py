@@ -3,7 +3,7 @@
 Why: failover, retry and circuit-breaker logic can only be tested if a provider
 can be made to fail on demand, reproducibly, and for a bounded time or number of
 requests. A test flips the plan at run time; each server asks :meth:`FaultPlan.decide`
-once per request (HTTP) or per transaction (SMTP ``MAIL FROM``).
+once per request.
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ class Fault:
 
     mode: Mode = Mode.OK
     status: int = 503  # HTTP status for ERROR_5XX
-    smtp_code: int = 451  # SMTP reply code for ERROR_5XX (451 or 421 are transient)
     retry_after: int = 1  # seconds, for RATE_LIMIT_429
     latency: float = 0.0  # seconds added before answering (any mode)
     hang_seconds: float = 2.0  # ACCEPT_THEN_HANG: sleep this long, then close
@@ -76,7 +75,7 @@ class FaultPlan:
     ) -> None:
         """Install ``mode`` (replacing the current fault) with optional limits.
 
-        ``params`` are :class:`Fault` fields (status, smtp_code, retry_after, latency,
+        ``params`` are :class:`Fault` fields (status, retry_after, latency,
         hang_seconds, probability).
         """
         if mode is Mode.REFUSE and next_n is not None:
@@ -98,12 +97,11 @@ class FaultPlan:
         self,
         status: int = 503,
         *,
-        smtp_code: int = 451,
         for_seconds: float | None = None,
         next_n: int | None = None,
     ) -> None:
-        """Answer with a server error (HTTP ``status``; SMTP ``smtp_code``)."""
-        self.set(Mode.ERROR_5XX, status=status, smtp_code=smtp_code,
+        """Answer with a server error (HTTP ``status``)."""
+        self.set(Mode.ERROR_5XX, status=status,
                  for_seconds=for_seconds, next_n=next_n)
 
     def refuse(self, *, for_seconds: float | None = None) -> None:
@@ -113,7 +111,7 @@ class FaultPlan:
     def rate_limit(
         self, retry_after: int = 1, *, for_seconds: float | None = None, next_n: int | None = None
     ) -> None:
-        """Answer 429 (SMTP 421) with ``Retry-After: retry_after``."""
+        """Answer 429 with ``Retry-After: retry_after``."""
         self.set(Mode.RATE_LIMIT_429, retry_after=retry_after,
                  for_seconds=for_seconds, next_n=next_n)
 
@@ -136,7 +134,7 @@ class FaultPlan:
                  for_seconds=for_seconds, next_n=next_n)
 
     def reject_permanent(self, *addresses: str) -> None:
-        """Permanently reject these recipients (HTTP 400 / SMTP 550), until cleared."""
+        """Permanently reject these recipients (HTTP 400), until cleared."""
         with self._lock:
             self._rejected.update(a.strip().lower() for a in addresses)
 

@@ -1,4 +1,4 @@
-"""Each fake proven against a real client: requests, boto3 sesv2 and smtplib.
+"""Each fake proven against a real client: requests and boto3 sesv2.
 
 Run without Django: ``pytest -q tests/fakes -p no:django``. Every test is bounded by
 short client timeouts and short fault windows.
@@ -7,11 +7,9 @@ short client timeouts and short fault windows.
 from __future__ import annotations
 
 import json
-import smtplib
 import socket
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,7 +23,6 @@ from tests.fakes import (
     Ledger,
     Mode,
     Outcome,
-    SmtpSink,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore:Session.login_data is deprecated")
@@ -51,12 +48,6 @@ def mailgun() -> Iterator[FakeMailgun]:
 @pytest.fixture
 def ses() -> Iterator[FakeSES]:
     with FakeSES() as fake:
-        yield fake
-
-
-@pytest.fixture
-def smtp(tmp_path: Path) -> Iterator[SmtpSink]:
-    with SmtpSink(eml_dir=tmp_path / "eml") as fake:
         yield fake
 
 
@@ -416,92 +407,16 @@ def test_ses_accept_then_hang(ses: FakeSES) -> None:
     assert [e.message_id for e in ses.ledger.entries()] == ["m1"]
 
 
-# -- SMTP ---------------------------------------------------------------------------------
-def test_smtp_accepts_records_and_writes_eml(smtp: SmtpSink) -> None:
-    with smtplib.SMTP(smtp.host, smtp.port, timeout=TIMEOUT) as client:
-        client.login("user", "pass")
-        assert client.sendmail("noreply@example.com", ["a@example.com"], eml("m1")) == {}
-    [entry] = smtp.ledger.entries()
-    assert (entry.provider, entry.message_id, entry.recipient) == ("smtp", "m1", "a@example.com")
-    assert smtp.eml_dir is not None
-    assert (smtp.eml_dir / f"{entry.provider_message_id}.eml").read_bytes().startswith(b"From:")
-
-
-def test_smtp_550_per_recipient(smtp: SmtpSink) -> None:
-    smtp.faults.reject_permanent("bad@example.com")
-    with smtplib.SMTP(smtp.host, smtp.port, timeout=TIMEOUT) as client:
-        refused = client.sendmail("n@example.com", ["a@example.com", "bad@example.com"],
-                                  eml("m1"))
-        assert refused["bad@example.com"][0] == 550
-        with pytest.raises(smtplib.SMTPRecipientsRefused):
-            client.sendmail("n@example.com", ["bad@example.com"], eml("m2"))
-    assert [e.recipient for e in smtp.ledger.entries()] == ["a@example.com"]
-
-
-@pytest.mark.parametrize("code", [451, 421])
-def test_smtp_transient_errors(smtp: SmtpSink, code: int) -> None:
-    smtp.faults.error_5xx(smtp_code=code, next_n=1)
-    with (
-        smtplib.SMTP(smtp.host, smtp.port, timeout=TIMEOUT) as client,
-        pytest.raises(smtplib.SMTPSenderRefused) as err,
-    ):
-        client.sendmail("n@example.com", ["a@example.com"], eml("m1"))
-    assert err.value.smtp_code == code
-    with smtplib.SMTP(smtp.host, smtp.port, timeout=TIMEOUT) as client:
-        client.sendmail("n@example.com", ["a@example.com"], eml("m1"))
-    assert smtp.ledger.count() == 1
-
-
-def test_smtp_rate_limit_is_421(smtp: SmtpSink) -> None:
-    smtp.faults.rate_limit(retry_after=9)
-    with (
-        smtplib.SMTP(smtp.host, smtp.port, timeout=TIMEOUT) as client,
-        pytest.raises(smtplib.SMTPSenderRefused) as err,
-    ):
-        client.sendmail("n@example.com", ["a@example.com"], eml("m1"))
-    assert err.value.smtp_code == 421 and b"9 seconds" in err.value.smtp_error
-
-
-def test_smtp_refuse_and_reopen(smtp: SmtpSink) -> None:
-    smtp.faults.refuse()
-    assert_refused(smtp.port)
-    with pytest.raises(ConnectionRefusedError):
-        smtplib.SMTP(smtp.host, smtp.port, timeout=TIMEOUT)
-    smtp.faults.ok()
-    with smtplib.SMTP(smtp.host, smtp.port, timeout=TIMEOUT) as client:
-        assert client.noop()[0] == 250
-
-
-def test_smtp_accept_then_hang(smtp: SmtpSink) -> None:
-    smtp.faults.accept_then_hang(hang_seconds=2.0, next_n=1)
-    started = time.monotonic()
-    client = smtplib.SMTP(smtp.host, smtp.port, timeout=0.3)
-    # smtplib turns the read timeout into SMTPServerDisconnected("... timed out").
-    with pytest.raises((TimeoutError, smtplib.SMTPServerDisconnected)):
-        client.sendmail("n@example.com", ["a@example.com"], eml("m1"))
-    client.close()
-    assert time.monotonic() - started < 1.5
-    assert [e.message_id for e in smtp.ledger.entries()] == ["m1"]
-    assert smtp.ledger.outcomes() == {Outcome.HUNG: 1}
-
-
-def test_smtp_latency(smtp: SmtpSink) -> None:
-    smtp.faults.slow(0.3)
-    started = time.monotonic()
-    with smtplib.SMTP(smtp.host, smtp.port, timeout=TIMEOUT) as client:
-        client.sendmail("n@example.com", ["a@example.com"], eml("m1"))
-    assert time.monotonic() - started >= 0.3
-
-
 # -- shared plan / ledger -----------------------------------------------------------------
 def test_shared_plan_and_ledger_across_servers() -> None:
     plan, ledger = FaultPlan(), Ledger()
-    with FakeSendGrid(faults=plan, ledger=ledger) as sg, SmtpSink(faults=plan, ledger=ledger) as sm:
+    with FakeSendGrid(faults=plan, ledger=ledger) as sg, FakeMailgun(faults=plan, ledger=ledger) as mg:
         plan.refuse()
         assert_refused(sg.port)
-        assert_refused(sm.port)
+        assert_refused(mg.port)
         plan.ok()
         assert sg_post(sg, sg_body("m1")).status_code == 202
-        with smtplib.SMTP(sm.host, sm.port, timeout=TIMEOUT) as client:
-            client.sendmail("n@example.com", ["a@example.com"], eml("m1"))
-    assert sorted(e.provider for e in ledger.by_message_id()["m1"]) == ["sendgrid", "smtp"]
+        data = {"from": "n@mg.example.com", "to": "a@example.com", "subject": "Hi", "text": "Hello",
+                "v:notifier_message_id": "m1"}
+        assert mg_post(mg, data).status_code == 200
+    assert sorted(e.provider for e in ledger.by_message_id()["m1"]) == ["mailgun", "sendgrid"]

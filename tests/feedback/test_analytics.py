@@ -7,8 +7,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from core.redis_client import get_redis
 from delivery.models import DeliveryAttempt, EmailMessage
-from delivery.services.circuit_breaker import breaker_record_failure, breaker_reset
+from delivery.services.circuit_breaker import breaker_record_failure, events_key, state_key
 from delivery.tasks import send_batch
 from feedback.normalize import EventType as E
 from feedback.services.processing import events_process
@@ -68,7 +69,7 @@ def test_overview_reports_backlog_age_alerts_and_providers(api, purged_queues):
     try:
         body = api.get("/api/v1/stats/overview").json()
     finally:
-        breaker_reset(provider="smtp")
+        get_redis().delete(state_key("smtp"), events_key("smtp"))  # closed again
     queues = {q["priority"]: q for q in body["queues"]}
     assert queues["critical"]["pending"] == 1 and queues["critical"]["alert"] == "critical"  # 30 s > 10 s
     assert queues["normal"]["pending"] == 3 and queues["normal"]["processing"] == 2

@@ -13,7 +13,7 @@ from django.utils import timezone
 from core.redis_client import get_redis
 from delivery.models import EmailMessage
 from scheduling.services import due
-from scheduling.services.dispatcher import due_batch_dispatch, due_drain, messages_fence_queue
+from scheduling.services.dispatcher import due_batch_dispatch, due_drain, messages_fence_queue_detailed
 from scheduling.services.lock import DispatcherLock
 from scheduling.services.rebuild import overdue_schedule_restore, schedule_rebuild
 from tests import factories
@@ -81,8 +81,10 @@ def test_claim_abandoned_after_the_fence_is_republished_once_after_the_lease(ver
     # claimed by a worker, ids still in processing.
     settings.NOTIFIER_SCHEDULE_LEASE_SECONDS = 0.4
     claim = due.due_claim(now=time.time(), limit=1000, lease_seconds=0.4)
-    assert len(messages_fence_queue(message_ids=claim.ids,
-                                    dispatched_before=datetime.fromtimestamp(claim.claimed_at, tz=UTC))) == 10
+    fenced, _ = messages_fence_queue_detailed(
+        message_ids=claim.ids, dispatched_before=datetime.fromtimestamp(claim.claimed_at, tz=UTC)
+    )
+    assert len(fenced) == 10
     assert due_batch_dispatch().claimed == 0  # still leased
     time.sleep(0.5)
     assert sorted(due.due_reap(now=time.time())) == ids

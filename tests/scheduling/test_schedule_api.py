@@ -214,6 +214,12 @@ def test_the_beat_task_is_registered_under_the_name_the_periodic_task_uses():
     assert TASK_NAME == "scheduling.run_recurring" and TASK_NAME in app.tasks
 
 
+def _is_ambiguous(naive: datetime, tz) -> bool:
+    """This wall time happens twice in `tz` (repeated by a fall-back)."""
+    first, second = (naive.replace(tzinfo=tz, fold=fold).utcoffset() for fold in (0, 1))
+    return first != second and not timing.is_gap(naive, tz)
+
+
 def _next_dst_day(tz_name: str, *, gap: bool) -> datetime:
     """The next day (from today) on which 02:30 local falls in a DST gap (or 01:30 in an overlap)."""
     tz = timing.zone(tz_name)
@@ -221,7 +227,7 @@ def _next_dst_day(tz_name: str, *, gap: bool) -> datetime:
     for _ in range(400):
         if gap and timing.is_gap(datetime(day.year, day.month, day.day, 2, 30), tz):
             return day
-        if not gap and timing.is_ambiguous(datetime(day.year, day.month, day.day, 1, 30), tz):
+        if not gap and _is_ambiguous(datetime(day.year, day.month, day.day, 1, 30), tz):
             return day
         day += timedelta(days=1)
     raise AssertionError("no DST change within 400 days")

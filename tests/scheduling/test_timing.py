@@ -33,12 +33,10 @@ def test_local_to_utc(tz, day, at, expected):
     assert timing.local_to_utc(day, at, timing.zone(tz)) == expected
 
 
-def test_gap_and_overlap_are_detected_explicitly():
+def test_a_gap_is_detected_explicitly():
     assert timing.is_gap(datetime(2026, 3, 8, 2, 30), NY)
     assert not timing.is_gap(datetime(2026, 3, 8, 3, 0), NY)
-    assert timing.is_ambiguous(datetime(2026, 11, 1, 1, 30), NY)
-    assert not timing.is_ambiguous(datetime(2026, 11, 1, 2, 30), NY)
-    assert not timing.is_ambiguous(datetime(2026, 3, 8, 2, 30), NY)
+    assert not timing.is_gap(datetime(2026, 11, 1, 1, 30), NY)  # an overlap is not a gap
 
 
 def test_next_occurrence_is_today_or_tomorrow_across_the_dst_change():

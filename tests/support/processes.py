@@ -42,6 +42,9 @@ def subprocess_env(**extra: str) -> dict[str, str]:
         NOTIFIER_REDIS_PREFIX=settings.REDIS_KEY_PREFIX,
         NOTIFIER_TASK_EVENTS="false",
         PYTHONUNBUFFERED="1",
+        # Production settings plus the test-only fault receivers (tests/faults/): inert unless a
+        # NOTIFIER_FAULT_* variable is passed in `extra` or set by the test.
+        DJANGO_SETTINGS_MODULE="tests.fault_settings",
     )
     env.update(extra)
     return env

@@ -1,6 +1,6 @@
 """Test helpers: produce requests signed exactly as SNS, SendGrid and Mailgun sign them.
 
-For tests only (generates throwaway keys); never import from production code paths.
+For tests and benchmarks only (generates throwaway keys); production code never imports tests.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.x509.oid import NameOID
 
-from .sendgrid import SIGNATURE_HEADER, TIMESTAMP_HEADER
-from .sns import NOTIFICATION, SUBSCRIPTION_CONFIRMATION, sns_string_to_sign
-from .sns_certs import StaticCertificateStore
+from feedback.verification.sendgrid import SIGNATURE_HEADER, TIMESTAMP_HEADER
+from feedback.verification.sns import NOTIFICATION, SUBSCRIPTION_CONFIRMATION, sns_string_to_sign
+from feedback.verification.sns_certs import StaticCertificateStore
 
 TEST_REGION = "us-east-1"
 TEST_TOPIC_ARN = f"arn:aws:sns:{TEST_REGION}:123456789012:notifier-ses-events"
