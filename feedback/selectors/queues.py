@@ -16,6 +16,7 @@ import contextlib
 import json
 import logging
 from datetime import datetime, timedelta
+from functools import cache
 from typing import Any
 
 import redis
@@ -37,7 +38,14 @@ KOMBU_PRIORITY_STEPS = (3, 6, 9)  # kombu's default priority_steps besides 0 (th
 
 
 def _broker() -> redis.Redis | None:
-    url = redis_url_of_broker(settings.CELERY_BROKER_URL)
+    return _broker_client(settings.CELERY_BROKER_URL)
+
+
+@cache
+def _broker_client(broker_url: str) -> redis.Redis | None:
+    """One client (and connection pool) per broker URL, not a new connection per dashboard poll
+    or /metrics scrape."""
+    url = redis_url_of_broker(broker_url)
     if url is None:
         return None  # e.g. RabbitMQ: depth comes from its management API, not here
     return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=1)
