@@ -90,33 +90,27 @@ def _start_smtp_sink(env: dict[str, str]) -> subprocess.Popen | None:
     return subprocess.Popen(command, cwd=BASE_DIR, env=env)
 
 
-def _demo_key(env: dict[str, str]) -> str:
+def _demo_setup(env: dict[str, str]) -> str:
+    """The demo template, and the demo API key (returned), in one Django process: each
+    `manage.py` start costs seconds. A stored key is reused only while the database knows it
+    (a key file can outlive its database: `make clean` of var/postgres, another DATABASE_URL)."""
     key_file = _var_dir(env) / "demo_api_key"
-    if key_file.exists() and _key_is_known(key_file.read_text().strip()):
-        return key_file.read_text().strip()
-    key = _manage("create_api_key", "demo").strip().splitlines()[-1]
-    key_file.write_text(key)
-    key_file.chmod(0o600)
-    return key
-
-
-def _key_is_known(key: str) -> bool:
-    """A key file can outlive its database (`make clean` of var/postgres, another DATABASE_URL)."""
-    code = ("import sys; from clients.models import ApiClient; "
-            f"sys.exit(0 if ApiClient.objects.is_valid({key!r}) else 3)")
-    result = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=BASE_DIR,
-                            capture_output=True, text=True)
-    return result.returncode == 0
-
-
-def _ensure_demo_template() -> None:
+    stored = key_file.read_text().strip() if key_file.exists() else ""
     code = (
         "from templates.services import template_create;"
         "from templates.models import Template;"
+        "from clients.models import ApiClient;"
+        "from clients.services import api_client_create;"
         f"Template.objects.filter(name={DEMO_TEMPLATE['name']!r}).exists() or "
-        f"template_create(**{DEMO_TEMPLATE!r})"
+        f"template_create(**{DEMO_TEMPLATE!r});"
+        f"key = {stored!r};"
+        "print(key if key and ApiClient.objects.is_valid(key) else api_client_create(name='demo')[1])"
     )
-    _manage("shell", "-c", code)
+    key = _manage("shell", "-c", code).strip().splitlines()[-1]
+    if key != stored:
+        key_file.write_text(key)
+        key_file.chmod(0o600)
+    return key
 
 
 def _print_banner(env: dict[str, str], key: str) -> None:
@@ -201,8 +195,7 @@ def main() -> None:
         services = _start_embedded_services(env)
         sink = _start_smtp_sink(env)
         _manage("migrate", "--noinput")
-        _ensure_demo_template()
-        _run_processes(env, _demo_key(env))
+        _run_processes(env, _demo_setup(env))
     except KeyboardInterrupt:
         pass
     finally:
