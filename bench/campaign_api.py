@@ -29,7 +29,8 @@ def main() -> None:
     django.setup()
     from rest_framework.test import APIClient
 
-    from campaigns.models import Campaign, Contact, Segment
+    from audience.models import Contact, Segment
+    from campaigns.models import Campaign
     from clients.services import api_client_create
     from core.priorities import MAINTENANCE_QUEUE
     from notifier.celery import app

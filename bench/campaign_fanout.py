@@ -44,7 +44,8 @@ def main() -> None:
     django.setup()
     from django.db import connection
 
-    from campaigns.models import Campaign, Contact
+    from audience.models import Contact
+    from campaigns.models import Campaign
     from campaigns.services.fanout import campaign_fanout
     from core.priorities import Priority, queue_for
     from delivery.models import EmailMessage

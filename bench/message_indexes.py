@@ -40,7 +40,7 @@ NEW = [
 ]
 OLD_FKS = {
     "campaign_id": "campaigns_campaign", "client_id": "clients_apiclient",
-    "contact_id": "campaigns_contact", "template_version_id": "templates_templateversion",
+    "contact_id": "audience_contact", "template_version_id": "templates_templateversion",
 }
 # Contact and template version are enforced by Django, not by a per-row check (decision 27).
 NEW_FKS = {"campaign_id": "campaigns_campaign", "client_id": "clients_apiclient"}

@@ -37,7 +37,8 @@ def main() -> None:
     django.setup()
     from django.db import connection
 
-    from campaigns.models import Campaign, Contact
+    from audience.models import Contact
+    from campaigns.models import Campaign
     from core.priorities import Priority
     from delivery.models import DeliveryAttempt, EmailMessage
     from delivery.services.sending import message_batch_send

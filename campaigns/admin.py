@@ -1,4 +1,4 @@
-"""Admin for campaigns, contacts, lists, segments and suppressions.
+"""Admin for campaigns.
 
 Nothing here loads a large table: lists use an estimated count (pg_class.reltuples) instead of
 COUNT(*), contact lists never render their members, and a campaign's per-status counts are one
@@ -8,32 +8,13 @@ GROUP BY on its change page only. Actions call the same lifecycle services as th
 from __future__ import annotations
 
 from django.contrib import admin, messages
-from django.core.paginator import Paginator
-from django.db import connection
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils.functional import cached_property
 from django.utils.html import format_html_join
 
-from campaigns.models import Campaign, Contact, ContactList, Segment, Suppression
+from campaigns.models import Campaign
 from campaigns.selectors import campaign_counters
 from campaigns.services import lifecycle
-
-
-class EstimatedCountPaginator(Paginator):
-    """An unfiltered list of a big table shows the planner's row estimate, not COUNT(*)."""
-
-    @cached_property
-    def count(self) -> int:
-        query = getattr(self.object_list, "query", None)
-        if query is not None and not query.where:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE relname = %s",
-                               [self.object_list.model._meta.db_table])
-                row = cursor.fetchone()
-            if row and row[0] > 10_000:
-                return int(row[0])
-        return super().count
 
 
 def _run_action(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet, service, verb: str):
@@ -88,32 +69,3 @@ class CampaignAdmin(admin.ModelAdmin):
         if audience.get("type") == "inline":
             return f"inline: {len(audience.get('contacts', []))} contacts"
         return ", ".join(f"{k}={v}" for k, v in audience.items() if k != "definition")
-
-
-@admin.register(Contact)
-class ContactAdmin(admin.ModelAdmin):
-    list_display = ["email", "name", "timezone", "subscribed", "created_at"]
-    search_fields = ["=email"]  # exact: an index lookup, not a scan of a million rows
-    paginator = EstimatedCountPaginator
-    show_full_result_count = False
-    list_filter = ["subscribed"]
-
-
-@admin.register(ContactList)
-class ContactListAdmin(admin.ModelAdmin):
-    list_display = ["name", "created_at"]
-    exclude = ["contacts"]  # a million members are managed by import/bulk API, not a widget
-
-
-@admin.register(Segment)
-class SegmentAdmin(admin.ModelAdmin):
-    list_display = ["name", "created_at"]
-
-
-@admin.register(Suppression)
-class SuppressionAdmin(admin.ModelAdmin):
-    list_display = ["email", "reason", "source", "created_at"]
-    list_filter = ["reason"]
-    search_fields = ["=email"]
-    paginator = EstimatedCountPaginator
-    show_full_result_count = False

@@ -120,7 +120,7 @@ def audience_timezone_check(*, schedule: dict, audience: dict) -> None:
 
 
 def _contact_zones(emails: list[str]) -> dict[str, str]:
-    from campaigns.models import Contact
+    from audience.models import Contact
 
     return dict(Contact.objects.filter(email__in=emails).values_list("email", "timezone"))
 

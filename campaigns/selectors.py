@@ -1,10 +1,10 @@
-"""Reads on campaigns, contacts and suppressions."""
+"""Reads on campaigns: per-status counts and progress."""
 
 from __future__ import annotations
 
 from django.db.models import Count
 
-from campaigns.models import Campaign, Suppression
+from campaigns.models import Campaign
 from delivery.models import EmailMessage
 
 MS = EmailMessage.Status
@@ -13,10 +13,6 @@ _AFTER_SENT = [MS.SENT, MS.DELIVERED, MS.OPENED, MS.CLICKED, MS.BOUNCED, MS.COMP
 # A message in one of these will not be sent again: it counts towards a campaign's progress.
 # CANCELLED is left out on purpose: a cancelled recipient was never reached.
 _DONE = [*_AFTER_SENT, MS.FAILED, MS.SUPPRESSED, MS.AMBIGUOUS]
-
-
-def email_is_suppressed(*, email: str) -> bool:
-    return Suppression.objects.filter(email=email.lower()).exists()
 
 
 def campaign_status_counts(*, campaign_id: int) -> dict[str, int]:

@@ -5,18 +5,11 @@ from django.urls import path
 import core.url_converters  # noqa: F401 - registers <id:...>
 from campaigns import views
 from campaigns.api import campaigns as campaign_api
-from campaigns.api import contacts as contact_api
 from campaigns.api.preview import TemplatePreviewApi
 
 _action = campaign_api.CampaignActionApi.as_view
 
 urlpatterns = [
-    path("api/v1/contacts/bulk", contact_api.ContactBulkApi.as_view(), name="contacts-bulk"),
-    path("api/v1/lists", contact_api.ListApi.as_view(), name="lists"),
-    path("api/v1/segments", contact_api.SegmentApi.as_view(), name="segments"),
-    path("api/v1/suppressions", contact_api.SuppressionApi.as_view(), name="suppressions"),
-    path("api/v1/suppressions/<str:email>", contact_api.SuppressionDetailApi.as_view(),
-         name="suppression-detail"),
     path("api/v1/notifications/email", campaign_api.CampaignSendApi.as_view(), name="campaign-send"),
     path("api/v1/campaigns", campaign_api.CampaignListApi.as_view(), name="campaigns"),
     path("api/v1/campaigns/<id:campaign_id>", campaign_api.CampaignDetailApi.as_view(),

@@ -12,7 +12,7 @@ from django.utils.html import escape
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
-from campaigns.models import Contact
+from audience.models import Contact
 from campaigns.services.unsubscribe import contact_unsubscribe, unsubscribe_token_read
 
 _PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>Unsubscribe</title></head>

@@ -12,11 +12,11 @@ from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from clients.idempotency import idempotent
+from clients.send_guards import MaySend
 from core.api.fields import ContextField, SafeEmailField, StrictInputMixin
 from core.priorities import Priority
 from delivery.models import EmailMessage
 from delivery.services.messages import message_create
-from feedback.permissions import NotOnReputationHold
 from scheduling.inputs import ScheduleInputSerializer, schedule_resolve
 from templates.services import template_version_get_current
 
@@ -24,7 +24,7 @@ from templates.services import template_version_get_current
 class MessageCreateApi(APIView):
     required_scope = "send"
     throttle_scope = "send"
-    permission_classes = [*api_settings.DEFAULT_PERMISSION_CLASSES, NotOnReputationHold]
+    permission_classes = [*api_settings.DEFAULT_PERMISSION_CLASSES, MaySend]
 
     class InputSerializer(StrictInputMixin, serializers.Serializer):
         to = SafeEmailField()

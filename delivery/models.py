@@ -46,7 +46,7 @@ class EmailMessage(models.Model):
     # SET_NULL / PROTECT on delete, versions are never deleted (soft delete), and a row whose
     # contact vanished in a race reads it as None (select_related is a LEFT JOIN). Decision 27.
     contact = models.ForeignKey(
-        "campaigns.Contact", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        "audience.Contact", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
         db_index=False, db_constraint=False,
     )
     recipient = models.EmailField(max_length=254)

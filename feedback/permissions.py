@@ -1,21 +1,16 @@
-"""DRF permission: refuse new sends from an API client the reputation guard holds."""
+"""The reputation guard's say in who may send, registered with clients.send_guards."""
 
 from __future__ import annotations
 
-from rest_framework.permissions import BasePermission
-from rest_framework.request import Request
-from rest_framework.views import APIView
-
+from clients.send_guards import Refusal
 from feedback.services.reputation import client_on_hold
 
+HOLD_REFUSAL = Refusal(
+    message=("This API client is on a reputation hold (bounce or complaint rate over the "
+             "threshold); an operator must release it in the admin before it can send again."),
+    code="reputation_hold",
+)
 
-class NotOnReputationHold(BasePermission):
-    message = ("This API client is on a reputation hold (bounce or complaint rate over the "
-               "threshold); an operator must release it in the admin before it can send again.")
-    code = "reputation_hold"
 
-    def has_permission(self, request: Request, view: APIView) -> bool:
-        client = getattr(request, "user", None)
-        if client is None or not getattr(client, "pk", None):
-            return True  # authentication decides; this only judges known clients
-        return not client_on_hold(client_id=str(client.pk))
+def reputation_hold_refusal(client_id: int) -> Refusal | None:
+    return HOLD_REFUSAL if client_on_hold(client_id=str(client_id)) else None

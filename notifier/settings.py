@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "core",
     "clients",
     "templates",
+    "audience",
     "campaigns",
     "delivery",
     "scheduling",

@@ -30,7 +30,8 @@ urlpatterns = [
     *api_docs,
     *api_v1,
     *scheduling_urls,
-    path("", include("campaigns.urls")),  # campaigns: contacts, segments, campaigns, unsubscribe
+    path("", include("audience.urls")),  # contacts, lists, segments, suppressions
+    path("", include("campaigns.urls")),  # campaigns, template preview, unsubscribe
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("", include("feedback.urls")),  # webhooks, analytics API, /metrics, /dashboard/

@@ -8,7 +8,7 @@ from datetime import datetime, time, timedelta
 from django.conf import settings
 from django.db import connection
 
-from campaigns.models import Contact
+from audience.models import Contact
 from feedback.models import EmailEvent
 from scheduling import timing
 

@@ -9,15 +9,15 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
-from campaigns.api.contacts import TooLarge
+from audience.api import TooLarge
+from audience.validation import AudienceTooLargeError
 from campaigns.models import Campaign
 from campaigns.selectors import campaign_counters
 from campaigns.services import lifecycle
 from campaigns.services.launch import campaign_launch_detailed
-from campaigns.validation import AudienceTooLargeError
+from clients.send_guards import MaySend
 from core.priorities import Priority
 from delivery.services.messages import message_create
-from feedback.permissions import NotOnReputationHold
 
 PAGE_SIZE = 100
 MAX_TEST_ADDRESSES = 10
@@ -52,7 +52,7 @@ class CampaignSendApi(APIView):
     """Send a template to a segment, list or inline audience (fan-out runs as a task)."""
     required_scope = "campaigns"
     throttle_scope = "campaigns"
-    permission_classes = [*api_settings.DEFAULT_PERMISSION_CLASSES, NotOnReputationHold]
+    permission_classes = [*api_settings.DEFAULT_PERMISSION_CLASSES, MaySend]
 
     def post(self, request: Request) -> Response:
         if not isinstance(request.data, dict):

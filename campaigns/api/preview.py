@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from campaigns.models import Contact
+from audience.models import Contact
 from templates.rendering import TemplateError, compile_version, render
 from templates.services import template_version_get_current
 

@@ -25,6 +25,7 @@ from django.db import connection, transaction
 from django.db.models import NOT_PROVIDED
 from django.utils import timezone
 
+from audience.models import Suppression
 from campaigns.audience import (
     CAMPAIGN_TABLE,
     CONTACT_TABLE,
@@ -33,7 +34,7 @@ from campaigns.audience import (
     inline_contacts_upsert,
 )
 from campaigns.campaign_schedule import campaign_schedule_compiled
-from campaigns.models import Campaign, Suppression
+from campaigns.models import Campaign
 from campaigns.schedule_sql import schedule_expr_params, schedule_sql
 from campaigns.services.scheduled import campaign_schedule_record_update, campaign_scheduled_restore
 from delivery.models import EmailMessage

@@ -17,7 +17,7 @@ from django.core import signing
 from django.db import transaction
 from django.urls import reverse
 
-from campaigns.models import Contact
+from audience.models import Contact
 from delivery.models import EmailMessage
 
 _SIGNER = signing.Signer(salt="notifier.campaigns.unsubscribe")

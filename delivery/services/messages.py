@@ -15,7 +15,7 @@ from datetime import datetime
 
 from django.db import IntegrityError, transaction
 
-from campaigns.selectors import email_is_suppressed
+from audience.selectors import email_is_suppressed
 from clients.models import ApiClient
 from core.priorities import Priority
 from delivery.models import EmailMessage

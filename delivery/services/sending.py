@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from campaigns.models import Suppression
+from audience.models import Suppression
 from core.priorities import POOLS, Priority
 from delivery import signals
 from delivery.extensions import message_headers

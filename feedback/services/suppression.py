@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from campaigns.models import Suppression
+from audience.models import Suppression
 from feedback.models import SoftBounceTally
 from feedback.normalize import EventType
 from feedback.services.events import StoredEvent

@@ -3,7 +3,7 @@
 import pytest
 from rest_framework.test import APIClient
 
-from campaigns.models import Suppression
+from audience.models import Suppression
 from clients.models import ApiClient
 from clients.services import api_client_create
 from delivery.models import EmailMessage

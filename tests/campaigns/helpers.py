@@ -7,7 +7,7 @@ import json
 from django.db import connection
 from django.utils import timezone
 
-from campaigns.models import Contact
+from audience.models import Contact
 
 
 def contacts_create(n: int, *, prefix: str = "user", domain: str = "example.com", start: int = 0,

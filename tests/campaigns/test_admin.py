@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from campaigns.models import Campaign, ContactList
+from audience.models import ContactList
+from campaigns.models import Campaign
 from campaigns.services.fanout import campaign_fanout
 from tests import factories
 from tests.campaigns.helpers import contacts_create
@@ -36,8 +37,8 @@ def test_campaign_pages_and_actions(admin_client, purged_queues):
     assert Campaign.objects.get(pk=campaign.pk).status == "PAUSED"
     admin_client.post("/admin/campaigns/campaign/", {"action": "cancel", "_selected_action": [campaign.pk]})
     assert Campaign.objects.get(pk=campaign.pk).status == "CANCELLED"
-    for url in ("/admin/campaigns/contact/", "/admin/campaigns/contact/?q=user3@example.com",
-                "/admin/campaigns/suppression/", "/admin/campaigns/segment/"):
+    for url in ("/admin/audience/contact/", "/admin/audience/contact/?q=user3@example.com",
+                "/admin/audience/suppression/", "/admin/audience/segment/"):
         assert admin_client.get(url).status_code == 200
     contact_list = ContactList.objects.create(name="l")
-    assert admin_client.get(f"/admin/campaigns/contactlist/{contact_list.pk}/change/").status_code == 200
+    assert admin_client.get(f"/admin/audience/contactlist/{contact_list.pk}/change/").status_code == 200

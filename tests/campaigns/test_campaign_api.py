@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from campaigns.models import Campaign, Contact, Segment
+from audience.models import Contact, Segment
+from campaigns.models import Campaign
 from delivery.models import EmailMessage
 from tests import factories
 from tests.campaigns.helpers import contacts_create

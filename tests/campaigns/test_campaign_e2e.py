@@ -14,7 +14,8 @@ import pytest
 import requests
 from django.utils import timezone
 
-from campaigns.models import Campaign, Contact, Segment, Suppression
+from audience.models import Contact, Segment, Suppression
+from campaigns.models import Campaign
 from campaigns.selectors import campaign_counters
 from delivery.models import EmailMessage
 from tests import factories

@@ -16,7 +16,8 @@ import pytest
 import requests
 from django.utils import timezone
 
-from campaigns.models import Campaign, Contact, Segment
+from audience.models import Contact, Segment
+from campaigns.models import Campaign
 from delivery.models import EmailMessage
 from scheduling import timing
 from tests import factories

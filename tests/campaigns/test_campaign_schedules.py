@@ -12,8 +12,9 @@ import pytest
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
+from audience.models import Contact, Segment
 from campaigns.campaign_schedule import campaign_schedule_compiled
-from campaigns.models import Campaign, Contact, Segment
+from campaigns.models import Campaign
 from campaigns.services import lifecycle
 from campaigns.services.fanout import campaign_fanout
 from campaigns.services.launch import campaign_launch
@@ -323,7 +324,7 @@ def test_a_lost_fanout_is_published_again_once_per_stall_period(template, segmen
 
 
 def test_a_scheduled_campaign_with_every_recipient_suppressed_completes(api, template, segment):
-    from campaigns.models import Suppression
+    from audience.models import Suppression
     from campaigns.services.lifecycle import campaign_complete
 
     Suppression.objects.bulk_create(Suppression(email=f"{n}@example.com") for n in ZONES)

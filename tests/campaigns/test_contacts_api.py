@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from campaigns.models import Contact, ContactList, Segment, Suppression
+from audience.models import Contact, ContactList, Segment, Suppression
 
 pytestmark = pytest.mark.django_db
 

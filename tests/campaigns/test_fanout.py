@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from audience.models import Contact, Suppression
 from campaigns.audience import audience_count
-from campaigns.models import Campaign, Contact, Suppression
+from campaigns.models import Campaign
 from campaigns.selectors import campaign_counters
 from campaigns.services import lifecycle
 from campaigns.services.fanout import campaign_fanout
@@ -117,7 +118,7 @@ def test_inline_and_list_audiences(db, purged_queues):
     row = EmailMessage.objects.get(campaign=inline, recipient="x@y.io")
     assert row.context["code"] == "A1" and row.context["name"] == "X"
     contacts_create(30, prefix="l")
-    from campaigns.services.contacts import list_members_add
+    from audience.services.contacts import list_members_add
 
     listed = Campaign.objects.create(
         name="l", template_version=version, status=Campaign.Status.QUEUED,
@@ -127,7 +128,7 @@ def test_inline_and_list_audiences(db, purged_queues):
 
 
 def _list_with(list_members_add, n: int) -> int:
-    from campaigns.models import ContactList
+    from audience.models import ContactList
 
     contact_list = ContactList.objects.create(name="l")
     ids = list(Contact.objects.filter(email__startswith="l").order_by("id").values_list("id", flat=True)[:n])
@@ -174,11 +175,11 @@ def test_a_stalled_campaign_is_published_again(campaign, settings):
 
 def test_list_fanout_over_several_chunks_writes_each_member_once(db, purged_queues):
     """2,500 contacts, every other one on the list: three keyset chunks, each member once."""
-    from campaigns.services.contacts import list_members_add
+    from audience.services.contacts import list_members_add
 
     contacts_create(2500, prefix="k")
     ids = list(Contact.objects.filter(email__startswith="k").order_by("id").values_list("id", flat=True))
-    from campaigns.models import ContactList
+    from audience.models import ContactList
 
     members = ids[::2]
     contact_list = ContactList.objects.create(name="every-other")
@@ -197,7 +198,7 @@ def test_list_chunk_reads_the_membership_index_from_the_cursor(db):
     c.id > cursor across the join): without it every chunk read the list from its start."""
     from django.db import connection
 
-    from campaigns.models import ContactList
+    from audience.models import ContactList
     from campaigns.services.fanout import chunk_statement
 
     contact_list = ContactList.objects.create(name="plan")

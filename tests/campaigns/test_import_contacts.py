@@ -7,7 +7,7 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from campaigns.models import Contact, ContactImport, ContactList
+from audience.models import Contact, ContactImport, ContactList
 
 # The importer writes from a second thread (its own connection): rows must really commit.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -54,7 +54,7 @@ def test_import_upserts_adds_to_list_and_reports_bad_rows(csv_file):
 
 
 def test_interrupted_import_resumes_after_the_last_committed_batch(csv_file):
-    from campaigns.services.importer import file_fingerprint
+    from audience.services.importer import file_fingerprint
 
     # As if a first run committed two batches of 100 and died.
     fingerprint = file_fingerprint(str(csv_file))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
+from audience.models import Contact
+from audience.segments import SegmentError, segment_compile
 from campaigns.audience import CONTACT_TABLE
-from campaigns.models import Contact
-from campaigns.segments import SegmentError, segment_compile
 
 pytestmark = pytest.mark.django_db
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from campaigns.models import Campaign, Contact
+from audience.models import Contact
+from campaigns.models import Campaign
 from campaigns.services.unsubscribe import unsubscribe_token
 from delivery.extensions import message_headers
 from delivery.models import EmailMessage

@@ -10,7 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from campaigns.models import Suppression
+from audience.models import Suppression
 from delivery.models import DeliveryAttempt, EmailMessage
 from feedback.models import EmailEvent
 from tests.factories import email_message, template_version

@@ -2,7 +2,7 @@
 
 import pytest
 
-from campaigns.models import Contact
+from audience.models import Contact
 from delivery.models import EmailMessage
 from delivery.services.sending import message_batch_send
 from templates.services import template_create

@@ -13,7 +13,7 @@ import pytest
 import requests
 from django.utils import timezone
 
-from campaigns.models import Suppression
+from audience.models import Suppression
 from delivery.models import EmailMessage
 from delivery.services.dispatch import messages_enqueue
 from tests.feedback import samples

@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 import requests
 
-from campaigns.models import Suppression
+from audience.models import Suppression
 from delivery.models import EmailMessage
 from feedback.models import CampaignEventCounter, EmailEvent, WebhookDelivery
 from tests.feedback import samples

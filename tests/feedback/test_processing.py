@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from campaigns.models import Campaign, Suppression
+from audience.models import Suppression
+from campaigns.models import Campaign
 from core.redis_client import get_redis, redis_key
 from delivery.models import EmailMessage
 from feedback.models import CampaignEventCounter, EmailEvent, ReputationHold

@@ -16,7 +16,7 @@ import pytest
 import requests
 from django.db import connection
 
-from campaigns.models import Suppression
+from audience.models import Suppression
 from delivery.models import EmailMessage
 from feedback.models import EmailEvent, WebhookDelivery
 from feedback.services.webhooks import webhook_delivery_process

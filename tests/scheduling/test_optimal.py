@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from campaigns.models import Contact
+from audience.models import Contact
 from feedback.models import EmailEvent
 from scheduling import selectors, timing
 

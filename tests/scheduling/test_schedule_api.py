@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
-from campaigns.models import Contact
+from audience.models import Contact
 from core.redis_client import get_redis
 from delivery.models import EmailMessage
 from scheduling import timing

@@ -12,11 +12,12 @@ import time
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
-from campaigns.models import Campaign, Contact, ContactList
-from campaigns.progress import ProgressBar
+from audience.models import Contact, ContactList
+from audience.services.contacts import audience_statistics_refresh
+from campaigns.models import Campaign
 from campaigns.selectors import campaign_counters
-from campaigns.services.contacts import audience_statistics_refresh
 from campaigns.services.launch import campaign_launch
+from core.progress_bar import ProgressBar
 from templates.models import Template
 from templates.services import template_create
 

@@ -10,8 +10,8 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from campaigns.progress import ProgressBar
-from campaigns.services.importer import contacts_import, file_row_count
+from audience.services.importer import contacts_import, file_row_count
+from core.progress_bar import ProgressBar
 
 
 class Command(BaseCommand):

@@ -8,10 +8,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from campaigns.audience import audience_is_empty
-from campaigns.models import ContactList, Segment, Suppression
-from campaigns.segments import SegmentError, segment_compile
-from campaigns.services.contacts import (
+from audience.models import ContactList, Segment, Suppression
+from audience.query import contacts_exist, segment_sql
+from audience.segments import SegmentError, segment_compile
+from audience.services.contacts import (
     MAX_BULK,
     contact_list_get_or_create,
     contacts_bulk_upsert,
@@ -94,7 +94,7 @@ class SegmentApi(APIView):
         serializer.is_valid(raise_exception=True)
         segment = Segment.objects.create(**serializer.validated_data)
         body = {"id": segment.pk, "name": segment.name, "definition": segment.definition,
-                "empty": audience_is_empty({"type": "segment", "definition": segment.definition})}
+                "empty": not contacts_exist(segment_sql(segment.definition))}
         return Response(body, status=status.HTTP_201_CREATED)
 
     def get(self, request: Request) -> Response:

@@ -21,8 +21,8 @@ from itertools import islice
 
 from django.db import connection, transaction
 
-from campaigns.models import Contact, ContactImport, ContactList
-from campaigns.services.contacts import audience_statistics_refresh
+from audience.models import Contact, ContactImport, ContactList
+from audience.services.contacts import audience_statistics_refresh
 
 CONTACT_TABLE = Contact._meta.db_table
 MEMBER_TABLE = ContactList.contacts.through._meta.db_table

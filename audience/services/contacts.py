@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 from django.db import connection, transaction
 
-from campaigns.models import Contact, ContactList, Suppression
-from campaigns.validation import CONTACT_FIELDS, contact_row_clean
+from audience.models import Contact, ContactList, Suppression
+from audience.validation import CONTACT_FIELDS, contact_row_clean
 
 MAX_BULK = 10_000
 CONTACT_TABLE = Contact._meta.db_table

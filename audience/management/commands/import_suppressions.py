@@ -18,7 +18,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.core.validators import validate_email
 from django.db import transaction
 
-from campaigns.models import Suppression
+from audience.models import Suppression
 from core.api.fields import has_line_break
 from core.ops import progress
 

@@ -1,0 +1,82 @@
+"""Who can be mailed: contacts, lists, segments, the suppression list, CSV import progress.
+
+Both campaigns (audiences, fan-out) and delivery (suppression at accept and at send) read these;
+neither owns them. Emails are stored lower-cased so joins on them are exact.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class Contact(models.Model):
+    """Someone a campaign can reach. `email` is stored lower-cased so joins are exact."""
+
+    email = models.EmailField(max_length=254, unique=True)
+    name = models.CharField(max_length=200, blank=True, default="")
+    timezone = models.CharField(max_length=64, blank=True, default="")  # IANA name
+    locale = models.CharField(max_length=16, blank=True, default="")
+    attributes = models.JSONField(default=dict, blank=True)
+    subscribed = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["created_at"], name="contact_created_idx")]
+
+    def __str__(self) -> str:
+        return self.email
+
+
+class ContactList(models.Model):
+    """A static audience: the contacts an operator put in it."""
+
+    name = models.CharField(max_length=200, unique=True)
+    contacts = models.ManyToManyField(Contact, related_name="lists", blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Segment(models.Model):
+    """A dynamic audience: a filter on contact fields and attributes, evaluated in SQL."""
+
+    name = models.CharField(max_length=200, unique=True)
+    definition = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Suppression(models.Model):
+    """An address we must never mail again (until an operator removes it)."""
+
+    class Reason(models.TextChoices):
+        HARD_BOUNCE = "hard_bounce"
+        COMPLAINT = "complaint"
+        UNSUBSCRIBE = "unsubscribe"
+        MANUAL = "manual"
+
+    email = models.EmailField(max_length=254, unique=True)
+    reason = models.CharField(max_length=20, choices=Reason.choices, default=Reason.MANUAL)
+    source = models.CharField(max_length=100, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.email
+
+
+class ContactImport(models.Model):
+    """Progress of one CSV import, so an interrupted `import_contacts` resumes where it stopped."""
+
+    path = models.CharField(max_length=1000)
+    fingerprint = models.CharField(max_length=200, unique=True)  # path + size + mtime
+    list_name = models.CharField(max_length=200, blank=True, default="")
+    rows_done = models.BigIntegerField(default=0)
+    finished = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+
