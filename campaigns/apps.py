@@ -20,8 +20,16 @@ class CampaignsConfig(AppConfig):
         from campaigns.services.launch import campaign_launch_run
         from campaigns.services.lifecycle import campaign_cancel_if_open
         from campaigns.services.recovery import campaigns_recovery_sweep
+        from campaigns.services.scheduled import campaigns_due_promote
         from scheduling import extensions as scheduling
 
         scheduling.register_run_launcher(campaign_launch_run)
         scheduling.register_target_canceller(campaign_cancel_if_open)
         scheduling.register_sweep(campaigns_recovery_sweep)
+        scheduling.register_due_listener(campaigns_due_promote)
+
+        # The reputation guard's pause of a campaign whose bounce/complaint rate is too high.
+        from campaigns.services.lifecycle import campaign_pause_for
+        from feedback import extensions as feedback
+
+        feedback.register_campaign_pauser(campaign_pause_for)

@@ -22,6 +22,7 @@ from django.conf import settings
 from django.db import connection
 from rest_framework import serializers
 
+from audience.models import Contact
 from campaigns.audience import CONTACT_TABLE, audience_sql
 from campaigns.models import Campaign
 from scheduling import timing
@@ -120,8 +121,6 @@ def audience_timezone_check(*, schedule: dict, audience: dict) -> None:
 
 
 def _contact_zones(emails: list[str]) -> dict[str, str]:
-    from audience.models import Contact
-
     return dict(Contact.objects.filter(email__in=emails).values_list("email", "timezone"))
 
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from delivery.models import EmailMessage
+from scheduling.selectors import best_open_hour_sql
 
 Status = EmailMessage.Status
 
@@ -49,8 +50,6 @@ def _compiled(schedule: dict | None) -> dict:
 
 
 def _optimal_sql(schedule: dict) -> ScheduleSql:
-    from scheduling.selectors import best_open_hour_sql
-
     zone = "COALESCE((SELECT z FROM unnest(%s::text[]) z WHERE z = {col}), %s)"
     audience = (f"(SELECT e.email, {zone.format(col='e.timezone')} AS timezone FROM eligible e) a")
     joins = (

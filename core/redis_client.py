@@ -34,8 +34,8 @@ a new family is added here in the same commit.
     notifier:campaigns:fanout_watch:<campaign id>       string "<cursor>:<epoch>", TTL 1 h
                                                         (campaigns/services/recovery.py)
     Feedback
-    notifier:feedback:workers                           string JSON: cached `celery inspect`
-                                                        (feedback/selectors/queues.py)
+    notifier:analytics:workers                          string JSON: cached `celery inspect`
+                                                        (analytics/selectors/queues.py)
     notifier:feedback:webhook-task-scheduled            string, SET NX with TTL: one pending
                                                         webhook task (feedback/services/drain.py)
     notifier:feedback:reputation-check:<kind>:<id>      string, SET NX with TTL: throttles the

@@ -63,7 +63,9 @@ INSTALLED_APPS = [
     "campaigns",
     "delivery",
     "scheduling",
+    "transactional",
     "feedback",
+    "analytics",
 ]
 
 MIDDLEWARE = [

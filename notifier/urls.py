@@ -5,7 +5,6 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 import core.url_converters  # noqa: F401 - registers the <id:...> converter
 from core.api.docs import LocalRedocView
 from core.health import healthz
-from delivery.api import MessageCreateApi, MessageDetailApi
 from delivery.provider_api import ProviderListApi
 from scheduling.urls import urlpatterns as scheduling_urls
 from templates.api import TemplateDetailApi, TemplateListCreateApi, TemplateRenderApi
@@ -15,8 +14,7 @@ api_v1 = [
     path("api/v1/templates/<id:template_id>", TemplateDetailApi.as_view(), name="template-detail"),
     path("api/v1/templates/<id:template_id>/render", TemplateRenderApi.as_view(),
          name="template-render"),
-    path("api/v1/messages", MessageCreateApi.as_view(), name="message-create"),
-    path("api/v1/messages/<id:message_id>", MessageDetailApi.as_view(), name="message-detail"),
+    path("", include("transactional.urls")),  # POST /api/v1/messages, GET /api/v1/messages/<id>
     path("api/v1/providers", ProviderListApi.as_view(), name="provider-list"),
 ]
 
@@ -34,5 +32,6 @@ urlpatterns = [
     path("", include("campaigns.urls")),  # campaigns, template preview, unsubscribe
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
-    path("", include("feedback.urls")),  # webhooks, analytics API, /metrics, /dashboard/
+    path("", include("feedback.urls")),  # ESP webhooks
+    path("", include("analytics.urls")),  # statistics API, /metrics, /dashboard/
 ]

@@ -7,7 +7,9 @@ registers that from its `AppConfig.ready()`:
 - the run launcher: `launch(definition, client_id)` creates what one recurring run sends (a
   campaign) and returns it, or raises DRF's ValidationError when there is nothing to send;
 - the target canceller: `cancel(campaign_id)` stops what a cancelled one-off schedule launched;
-- sweeps: functions the scheduler's lock holder runs in its sweep thread (campaign recovery).
+- sweeps: functions the scheduler's lock holder runs in its sweep thread (campaign recovery);
+- due listeners: `f(campaign_ids=[...])` told which campaigns' rows the dispatcher just released
+  (a scheduled campaign whose first rows fall due starts SENDING).
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ TargetCanceller = Callable[[int], None]
 _launchers: list[RunLauncher] = []
 _cancellers: list[TargetCanceller] = []
 _sweeps: list[Callable[[], None]] = []
+DueListener = Callable[..., object]  # called as f(campaign_ids=[...])
+
+_due_listeners: list[DueListener] = []
 
 
 class NothingRegisteredError(RuntimeError):
@@ -41,6 +46,11 @@ def register_sweep(sweep: Callable[[], None]) -> None:
         _sweeps.append(sweep)
 
 
+def register_due_listener(listener: DueListener) -> None:
+    if listener not in _due_listeners:
+        _due_listeners.append(listener)
+
+
 def launch_run(definition: dict[str, Any], client_id: int | None) -> Any:
     if not _launchers:
         raise NothingRegisteredError("no app registered a launcher for recurring runs")
@@ -55,3 +65,8 @@ def cancel_target(campaign_id: int) -> None:
 def run_sweeps() -> None:
     for sweep in _sweeps:
         sweep()
+
+
+def campaigns_fell_due(campaign_ids: list[int]) -> None:
+    for listener in _due_listeners:
+        listener(campaign_ids=campaign_ids)

@@ -7,8 +7,12 @@ from datetime import datetime, time, timedelta
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import Count
 
 from audience.models import Contact
+from core.priorities import Priority
+from delivery.models import EmailMessage
+from delivery.selectors import queue_backlogs
 from feedback.models import EmailEvent
 from scheduling import timing
 
@@ -79,10 +83,6 @@ def optimal_due(*, recipients: dict[str, str], now: datetime) -> dict[str, datet
 
 def pending_counts(*, campaign_ids: list[int]) -> dict[int, int]:
     """campaign id -> messages still waiting for their time (SCHEDULED)."""
-    from django.db.models import Count
-
-    from delivery.models import EmailMessage
-
     rows = (EmailMessage.objects.filter(campaign_id__in=campaign_ids, status=EmailMessage.Status.SCHEDULED)
             .values("campaign_id").annotate(n=Count("id")))
     return {row["campaign_id"]: row["n"] for row in rows}
@@ -91,9 +91,6 @@ def pending_counts(*, campaign_ids: list[int]) -> dict[int, int]:
 def scheduled_messages(*, client: object, limit: int = SCHEDULED_MESSAGES_SHOWN) -> dict:
     """The client's one-off messages still waiting for their time (delayed, scheduled,
     local_time, optimal), soonest first, with how many there are in all."""
-    from core.priorities import Priority
-    from delivery.models import EmailMessage
-
     waiting = EmailMessage.objects.filter(client=client, status=EmailMessage.Status.SCHEDULED,
                                           campaign__isnull=True)
     rows = waiting.order_by("scheduled_for", "id").values(
@@ -107,6 +104,4 @@ def scheduled_messages(*, client: object, limit: int = SCHEDULED_MESSAGES_SHOWN)
 def queue_snapshot(*, now: datetime) -> dict[str, dict[str, float | int | None]]:
     """Per priority: pending (QUEUED, waiting for a worker), processing (SENDING) and the age of
     the oldest pending message, as the dashboard shows them (delivery.selectors.queue_backlogs)."""
-    from delivery.selectors import queue_backlogs
-
     return {priority.label: asdict(backlog) for priority, backlog in queue_backlogs(now=now).items()}

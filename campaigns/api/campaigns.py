@@ -17,7 +17,7 @@ from campaigns.services import lifecycle
 from campaigns.services.launch import campaign_launch_detailed
 from clients.send_guards import MaySend
 from core.priorities import Priority
-from delivery.services.messages import message_create
+from transactional.services import message_create
 
 PAGE_SIZE = 100
 MAX_TEST_ADDRESSES = 10

@@ -18,6 +18,7 @@ from campaigns.audience import audience_is_empty
 from campaigns.campaign_schedule import ONE_OFF, audience_timezone_check, fallback_zone
 from campaigns.models import Campaign
 from campaigns.validation import CampaignDefinitionSerializer
+from clients.models import ApiClient
 from core.priorities import Priority
 from scheduling.models import Schedule
 from scheduling.services.one_off import schedule_record_campaign
@@ -106,8 +107,6 @@ def _one_off_record(campaign: Campaign) -> Schedule:
 
 def _recurring_create(definition: dict, data: dict, client_id: int | None) -> Schedule:
     """A recurring schedule whose every run launches this definition as an immediate campaign."""
-    from clients.models import ApiClient
-
     stored = {k: v for k, v in definition.items() if k not in ("schedule", "schedule_run")}
     stored["schedule"] = {"type": "immediate"}
     schedule = data["schedule"]

@@ -15,6 +15,8 @@ already claimed but not yet handed to a provider are taken back here, and the ha
 from __future__ import annotations
 
 import contextlib
+import logging
+from collections.abc import Callable
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -27,6 +29,8 @@ MS = EmailMessage.Status
 MESSAGE_TABLE = EmailMessage._meta.db_table
 ACTIVE = [CS.DRAFT, CS.SCHEDULED, CS.QUEUED, CS.SENDING, CS.PAUSED]
 CANCEL_CHUNK = 10_000
+
+logger = logging.getLogger(__name__)
 
 
 class IllegalTransitionError(Exception):
@@ -122,6 +126,25 @@ def campaign_fail(*, campaign_id: int, reason: str) -> None:
     )
 
 
+def campaign_lifecycle_change(*, campaign_id: int, action: str, reason: str = "") -> bool:
+    """Apply `action` (pause | resume | cancel) by name, for callers outside the API (the
+    dashboard, the reputation guard); an illegal transition is "no change" (False)."""
+    if action not in _BY_NAME:
+        raise ValueError(f"unknown campaign action {action!r}")
+    try:
+        _BY_NAME[action](campaign_id=campaign_id)
+    except IllegalTransitionError:
+        return False
+    if reason:
+        logger.warning("campaign %s %s: %s", campaign_id, action, reason)
+    return True
+
+
+def campaign_pause_for(campaign_id: int, reason: str) -> None:
+    """The reputation guard's pause (registered with feedback.extensions in CampaignsConfig)."""
+    campaign_lifecycle_change(campaign_id=campaign_id, action="pause", reason=reason)
+
+
 def _claimed_unstarted_update(campaign_id: int, *, status: str) -> int:
     """Claimed rows not yet handed to a provider: back to QUEUED (pause) or CANCELLED."""
     with connection.cursor() as cursor:
@@ -155,3 +178,11 @@ def campaign_rows_cancel(*, campaign_id: int) -> int:
                     return total
         finally:
             campaign_unlock(campaign_id)
+
+
+_BY_NAME: dict[str, Callable[..., Campaign]] = {
+    "pause": campaign_pause,
+    "resume": campaign_resume,
+    "cancel": campaign_cancel,
+}
+LIFECYCLE_ACTIONS = tuple(_BY_NAME)

@@ -24,8 +24,8 @@ from django.utils import timezone
 
 from core.redis_client import get_redis, redis_key
 from delivery.models import EmailMessage
+from feedback import extensions
 from feedback.models import MessageEventMark, ReputationHold
-from feedback.services.campaign_control import campaign_lifecycle_change
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ def _judge(scope: str, rates: Rates, sender: int | str) -> ReputationHold | None
         scope=scope, metric=metric, rate=rate, threshold=threshold, sample=rates.sent, reason=reason, **who,
     )
     if is_campaign:
-        campaign_lifecycle_change(campaign_id=int(sender), action="pause", reason=reason)
+        extensions.campaign_pause(int(sender), reason)  # campaigns registers the pause
     logger.warning(reason)
     return hold
 

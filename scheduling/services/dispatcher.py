@@ -29,7 +29,7 @@ from django.db import connection
 
 from delivery.models import EmailMessage
 from delivery.services.dispatch import messages_enqueue_by_priority
-from scheduling import signals
+from scheduling import extensions, signals
 from scheduling.services import due
 
 logger = logging.getLogger(__name__)
@@ -106,10 +106,7 @@ def due_batch_dispatch(*, now: float | None = None, limit: int | None = None) ->
         message_ids=claim.ids, dispatched_before=dispatched_before
     )
     if campaign_ids:
-        # A scheduled campaign whose first rows fall due starts SENDING (campaigns' service).
-        from campaigns.services.scheduled import campaigns_due_promote
-
-        campaigns_due_promote(campaign_ids=campaign_ids)
+        extensions.campaigns_fell_due(campaign_ids)  # campaigns promotes SCHEDULED -> SENDING
     signals.due_batch_fenced.send(
         sender=__name__, message_ids=[pk for pk, _ in rows], lease_deadline=claim.lease_deadline
     )

@@ -29,7 +29,7 @@ INJECTIONS = [
 
 @pytest.fixture(autouse=True)
 def _no_broker(monkeypatch):
-    monkeypatch.setattr("delivery.services.messages.messages_enqueue", lambda **kwargs: None)
+    monkeypatch.setattr("transactional.services.messages_enqueue", lambda **kwargs: None)
 
 
 def _assert_error(response, status: int, code: str, field: str | None = None) -> dict:

@@ -18,7 +18,7 @@ OTP = {"to": "ada@example.com", "template": "otp", "priority": "critical",
 def _no_broker(monkeypatch):
     """Record what would be published; the end-to-end tests publish for real."""
     published = []
-    monkeypatch.setattr("delivery.services.messages.messages_enqueue",
+    monkeypatch.setattr("transactional.services.messages_enqueue",
                         lambda **kwargs: published.append(kwargs))
     return published
 

@@ -28,7 +28,7 @@ BODY = {"name": "receipt", "subject": "Receipt {{ n }}", "html_body": "<p>{{ n }
 
 @pytest.fixture(autouse=True)
 def _no_broker(monkeypatch):
-    monkeypatch.setattr("delivery.services.messages.messages_enqueue", lambda **kwargs: None)
+    monkeypatch.setattr("transactional.services.messages_enqueue", lambda **kwargs: None)
 
 
 def _post(api: APIClient, body: dict, key: str, url: str = "/api/v1/templates"):

@@ -16,12 +16,12 @@ from collections import Counter
 
 import pytest
 
+from analytics.metrics import metrics_cache_clear
 from delivery.models import EmailMessage
 from delivery.selectors import circuit_breaker_get
 from delivery.services.ledger import failed_messages_requeue
 from delivery.services.provider_faults import error_signature
 from delivery.services.sending import message_batch_send
-from feedback.metrics import metrics_cache_clear
 from notifier.celery import app as celery_app
 from tests.delivery.conftest import ledger_counts
 from tests.factories import email_message, template_version

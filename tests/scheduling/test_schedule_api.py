@@ -47,7 +47,7 @@ def test_scheduled_send_waits_in_the_due_set(send):
 
 def test_immediate_is_the_default(send, monkeypatch):
     published = []
-    monkeypatch.setattr("delivery.services.messages.messages_enqueue", lambda **kw: published.append(kw))
+    monkeypatch.setattr("transactional.services.messages_enqueue", lambda **kw: published.append(kw))
     response = send({"type": "immediate"})
     assert response.json()["status"] == Status.QUEUED and len(published) == 1
     assert get_redis().zcard(due.due_key()) == 0

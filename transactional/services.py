@@ -20,6 +20,7 @@ from clients.models import ApiClient
 from core.priorities import Priority
 from delivery.models import EmailMessage
 from delivery.services.dispatch import messages_enqueue
+from scheduling.services.due import messages_schedule
 from templates.models import TemplateVersion
 
 Status = EmailMessage.Status
@@ -43,8 +44,6 @@ def _enqueue_after_commit(message_id: int, priority: Priority) -> None:
 def _schedule_after_commit(message_id: int, due_at: datetime) -> None:
     """The row (SCHEDULED, scheduled_for) is the record; if Redis is down, the scheduler's
     overdue sweep or `rebuild_schedule` puts it back in the due set."""
-    from scheduling.services.due import messages_schedule
-
     try:
         messages_schedule(items=[(message_id, due_at)])
     except Exception:

@@ -6,7 +6,7 @@ while `pending` counts messages (QUEUED rows). Pending, processing and oldest ag
 `delivery.selectors.queue_backlogs`, shared with the schedules API.
 
 Redis keys read here:
-    notifier:feedback:workers          cached `celery inspect active_queues` (JSON, short TTL)
+    notifier:analytics:workers         cached `celery inspect active_queues` (JSON, short TTL)
                                        (string or hash field "state"); absent -> "unknown"
 """
 
@@ -130,7 +130,7 @@ def throughput_last_hour() -> dict[str, Any]:
 
 def live_workers() -> dict[str, list[str]]:
     """Worker names per queue from `celery inspect` (short timeout), cached briefly in Redis."""
-    key = redis_key("feedback", "workers")
+    key = redis_key("analytics", "workers")
     try:
         cached = get_redis().get(key)
     except redis.RedisError:

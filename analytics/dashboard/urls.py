@@ -1,7 +1,7 @@
 from django.urls import path
 
 import core.url_converters  # noqa: F401 - registers <id:...>
-from feedback.dashboard.views import campaign_action, dashboard_data_view, dashboard_page
+from analytics.dashboard.views import campaign_action, dashboard_data_view, dashboard_page
 
 urlpatterns = [
     path("dashboard/", dashboard_page, name="dashboard"),

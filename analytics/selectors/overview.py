@@ -9,14 +9,14 @@ from django.db.models import Count
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
-from feedback.models import EmailEvent, WebhookDelivery
-from feedback.selectors.queues import (
+from analytics.selectors.queues import (
     live_workers,
     minute_buckets,
     priority_queues,
     provider_health,
     throughput_last_hour,
 )
+from feedback.models import EmailEvent, WebhookDelivery
 
 
 def webhook_summary() -> dict[str, Any]:

@@ -8,9 +8,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from analytics.selectors.campaign_stats import INTERVALS, campaign_stats
+from analytics.selectors.overview import stats_overview
 from campaigns.models import Campaign
-from feedback.selectors.campaign_stats import INTERVALS, campaign_stats
-from feedback.selectors.overview import stats_overview
 
 
 class CampaignStatsApi(APIView):

@@ -16,9 +16,9 @@ from clients.send_guards import MaySend
 from core.api.fields import ContextField, SafeEmailField, StrictInputMixin
 from core.priorities import Priority
 from delivery.models import EmailMessage
-from delivery.services.messages import message_create
 from scheduling.inputs import ScheduleInputSerializer, schedule_resolve
 from templates.services import template_version_get_current
+from transactional.services import message_create
 
 
 class MessageCreateApi(APIView):

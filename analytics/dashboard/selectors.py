@@ -6,9 +6,9 @@ from typing import Any
 
 from django.apps import apps
 
+from analytics.selectors.campaign_stats import campaigns_running
+from analytics.selectors.overview import stats_overview
 from delivery.models import EmailMessage
-from feedback.selectors.campaign_stats import campaigns_running
-from feedback.selectors.overview import stats_overview
 
 
 def recent_failures(*, limit: int = 15) -> list[dict[str, Any]]:

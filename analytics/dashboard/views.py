@@ -12,15 +12,15 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
-from feedback.dashboard.selectors import dashboard_data
-from feedback.services.campaign_control import ACTIONS, campaign_lifecycle_change
+from analytics.dashboard.selectors import dashboard_data
+from campaigns.services.lifecycle import LIFECYCLE_ACTIONS, campaign_lifecycle_change
 
 
 @require_GET
 @staff_member_required
 def dashboard_page(request: HttpRequest) -> HttpResponse:
     context = {"data": dashboard_data(), "flower_url": settings.FLOWER_URL}
-    return render(request, "feedback/dashboard.html", context)
+    return render(request, "analytics/dashboard.html", context)
 
 
 @require_GET
@@ -32,9 +32,10 @@ def dashboard_data_view(request: HttpRequest) -> JsonResponse:
 @require_POST
 @staff_member_required
 def campaign_action(request: HttpRequest, campaign_id: int, action: str) -> JsonResponse:
-    if action not in ACTIONS:
+    if action not in LIFECYCLE_ACTIONS:
+        allowed = f"one of {', '.join(LIFECYCLE_ACTIONS)}"
         return JsonResponse({"error": {"code": "invalid", "message": "unknown action",
-                                       "fields": {"action": [f"one of {', '.join(ACTIONS)}"]}}}, status=400)
+                                       "fields": {"action": [allowed]}}}, status=400)
     reason = f"{action} by {request.user.get_username()} from the dashboard"
     changed = campaign_lifecycle_change(campaign_id=campaign_id, action=action, reason=reason)
     return JsonResponse({"campaign": campaign_id, "action": action, "changed": changed})

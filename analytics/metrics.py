@@ -27,12 +27,12 @@ from django.http import HttpRequest, HttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
+from analytics.selectors.queues import priority_queues
 from core.priorities import Priority
 from delivery.models import DeliveryAttempt, EmailMessage
 from delivery.providers import provider_order
 from delivery.selectors import circuit_breaker_get
 from feedback.models import EmailEvent
-from feedback.selectors.queues import priority_queues
 
 LATENCY_BUCKETS_MS = (50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
 CACHE_SECONDS = 5.0

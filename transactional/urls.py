@@ -1,0 +1,11 @@
+"""URLs of the transactional app (included from notifier/urls.py)."""
+
+from django.urls import path
+
+import core.url_converters  # noqa: F401 - registers <id:...>
+from transactional.api import MessageCreateApi, MessageDetailApi
+
+urlpatterns = [
+    path("api/v1/messages", MessageCreateApi.as_view(), name="message-create"),
+    path("api/v1/messages/<id:message_id>", MessageDetailApi.as_view(), name="message-detail"),
+]
