@@ -18,15 +18,15 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from campaigns.models import Campaign
 from delivery.models import EmailMessage
+from delivery.services import ledger
 
 CS = Campaign.Status
 MS = EmailMessage.Status
-MESSAGE_TABLE = EmailMessage._meta.db_table
 ACTIVE = [CS.DRAFT, CS.SCHEDULED, CS.QUEUED, CS.SENDING, CS.PAUSED]
 CANCEL_CHUNK = 10_000
 
@@ -58,7 +58,7 @@ def campaign_pause(*, campaign_id: int) -> Campaign:
         campaign_id, "pause", [CS.SCHEDULED, CS.QUEUED, CS.SENDING],
         status=CS.PAUSED, resume_status=back_to,
     )
-    _claimed_unstarted_update(campaign_id, status=MS.QUEUED)
+    ledger.campaign_unstarted_claims_set(campaign_id=campaign_id, status=MS.QUEUED)
     from campaigns.services.scheduled import campaign_schedule_records_set
 
     campaign_schedule_records_set(campaign_id=campaign_id, old="active", new="paused")
@@ -96,7 +96,7 @@ def campaign_cancel(*, campaign_id: int) -> Campaign:
     from campaigns.services.scheduled import campaign_schedule_records_close
 
     campaign = _transition(campaign_id, "cancel", ACTIVE, status=CS.CANCELLED, completed_at=timezone.now())
-    _claimed_unstarted_update(campaign_id, status=MS.CANCELLED)
+    ledger.campaign_unstarted_claims_set(campaign_id=campaign_id, status=MS.CANCELLED)
     # SCHEDULED rows are cancelled by campaign_rows_cancel below; their due-set entries are then
     # dropped by the dispatcher's guarded UPDATE (it moves only SCHEDULED rows).
     campaign_schedule_records_close(campaign_id=campaign_id, status="cancelled")
@@ -145,17 +145,6 @@ def campaign_pause_for(campaign_id: int, reason: str) -> None:
     campaign_lifecycle_change(campaign_id=campaign_id, action="pause", reason=reason)
 
 
-def _claimed_unstarted_update(campaign_id: int, *, status: str) -> int:
-    """Claimed rows not yet handed to a provider: back to QUEUED (pause) or CANCELLED."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {MESSAGE_TABLE} SET status = %s, claim_token = '', claimed_at = NULL "
-            "WHERE campaign_id = %s AND status = %s AND send_started_at IS NULL",
-            [status, campaign_id, MS.SENDING],
-        )
-        return cursor.rowcount
-
-
 def campaign_rows_cancel(*, campaign_id: int) -> int:
     """Mark every unsent row CANCELLED, in chunks so no statement locks a million rows."""
     from campaigns.services.fanout import campaign_lock, campaign_unlock
@@ -164,20 +153,14 @@ def campaign_rows_cancel(*, campaign_id: int) -> int:
     # Wait for a running fan-out to notice the cancel and stop (it checks every chunk),
     # so no chunk it writes afterwards is left QUEUED.
     campaign_lock(campaign_id, wait=True)
-    with connection.cursor() as cursor:
-        try:
-            while True:
-                cursor.execute(
-                    f"UPDATE {MESSAGE_TABLE} SET status = %s WHERE id IN (SELECT id FROM {MESSAGE_TABLE} "
-                    "WHERE campaign_id = %s AND (status IN (%s, %s) OR (status = %s AND "
-                    "send_started_at IS NULL)) LIMIT %s)",
-                    [MS.CANCELLED, campaign_id, MS.QUEUED, MS.SCHEDULED, MS.SENDING, CANCEL_CHUNK],
-                )
-                total += cursor.rowcount
-                if cursor.rowcount < CANCEL_CHUNK:
-                    return total
-        finally:
-            campaign_unlock(campaign_id)
+    try:
+        while True:
+            changed = ledger.campaign_unsent_cancel(campaign_id=campaign_id, limit=CANCEL_CHUNK)
+            total += changed
+            if changed < CANCEL_CHUNK:
+                return total
+    finally:
+        campaign_unlock(campaign_id)
 
 
 _BY_NAME: dict[str, Callable[..., Campaign]] = {

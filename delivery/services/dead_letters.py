@@ -78,13 +78,10 @@ def dead_letter_requeue(*, dead_letter_id: int) -> bool:
             return False
         dead.requeued_at = timezone.now()
         dead.save(update_fields=["requeued_at"])
-        moved = EmailMessage.objects.filter(id=dead.message_id, status=Status.FAILED).update(
-            status=Status.QUEUED, attempts=0, claim_token="", claimed_at=None,
-            send_started_at=None, error="requeued from dead letter",
-        )
-        if moved:
-            priority = EmailMessage.objects.values_list("priority", flat=True).get(id=dead.message_id)
+        priority = ledger.failed_message_requeue(
+            message_id=dead.message_id, error="requeued from dead letter")
+        if priority is not None:
             transaction.on_commit(
                 lambda: messages_enqueue(message_ids=[dead.message_id], priority=priority)
             )
-    return bool(moved)
+    return priority is not None

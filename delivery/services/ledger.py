@@ -13,7 +13,7 @@ from itertools import chain
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import F, Value
+from django.db.models import F, Q, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
@@ -216,3 +216,102 @@ def orphaned_messages_claim_requeue(*, older_than: Cutoff) -> list[tuple[int, in
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [(row[0], row[1]) for row in cursor.fetchall()]
+
+
+# Changes made from outside the send path: a campaign paused or cancelled, a scheduled message
+# falling due or cancelled, an operator's requeue, a reconciliation. Each is guarded the same
+# way: it names the states it may move from, so it races safely with the send path.
+
+
+def campaign_unstarted_claims_set(*, campaign_id: int, status: str) -> int:
+    """A campaign's claimed rows not yet handed to a provider -> QUEUED (pause) or CANCELLED.
+
+    A worker holding the claim finds its token gone at the hand-off mark and skips them."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {TABLE} SET status = %s, claim_token = '', claimed_at = NULL "
+            "WHERE campaign_id = %s AND status = %s AND send_started_at IS NULL",
+            [status, campaign_id, Status.SENDING],
+        )
+        return cursor.rowcount
+
+
+def campaign_unsent_cancel(*, campaign_id: int, limit: int) -> int:
+    """Up to `limit` of a campaign's unsent rows (queued, scheduled, claimed but not handed
+    over) -> CANCELLED; callers repeat until fewer than `limit` change."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {TABLE} SET status = %s WHERE id IN (SELECT id FROM {TABLE} "
+            "WHERE campaign_id = %s AND (status IN (%s, %s) OR (status = %s AND "
+            "send_started_at IS NULL)) LIMIT %s)",
+            [Status.CANCELLED, campaign_id, Status.QUEUED, Status.SCHEDULED, Status.SENDING, limit],
+        )
+        return cursor.rowcount
+
+
+def scheduled_messages_fence(
+    *, message_ids: Sequence[int], dispatched_before: datetime
+) -> list[tuple[int, int, int | None]]:
+    """SCHEDULED -> QUEUED for rows due by the database clock, plus QUEUED rows fenced before
+    `dispatched_before` that no worker claimed since: [(id, priority, campaign id)] to publish
+    (scheduling/services/dispatcher.py says why the second kind is published again)."""
+    sql = (
+        f"UPDATE {TABLE} SET status = %s, requeued_at = statement_timestamp() WHERE id = ANY(%s) AND ("
+        f"(status = %s AND scheduled_for <= statement_timestamp()) OR "
+        f"(status = %s AND claimed_at IS NULL AND requeued_at < %s)) RETURNING id, priority, campaign_id"
+    )
+    params = [Status.QUEUED, list(message_ids), Status.SCHEDULED, Status.QUEUED, dispatched_before]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [(row[0], row[1], row[2]) for row in cursor.fetchall()]
+
+
+def scheduled_messages_cancel(
+    *, reason: str, client_id: int | None = None, cancel_key: str | None = None,
+    campaign_id: int | None = None,
+) -> list[int]:
+    """SCHEDULED -> CANCELLED for a client's rows with a cancel key, or a campaign's rows: the
+    ids cancelled. The dispatcher's fence races on the same row lock; the loser matches nothing."""
+    if campaign_id is not None:
+        where, params = "campaign_id = %s", [campaign_id]
+    elif client_id is not None and cancel_key:
+        where, params = "client_id = %s AND cancel_key = %s", [client_id, cancel_key]
+    else:
+        raise ValueError("give campaign_id, or client_id and cancel_key")
+    sql = f"UPDATE {TABLE} SET status = %s, error = %s WHERE status = %s AND {where} RETURNING id"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [Status.CANCELLED, reason[:2000], Status.SCHEDULED, *params])
+        return [row[0] for row in cursor.fetchall()]
+
+
+def _requeue_one(message_id: int, *, expected: str, error: str, **extra: object) -> int | None:
+    """`expected` -> QUEUED with a fresh claim state; the row's priority, or None if it was not
+    in `expected` (someone else moved it first)."""
+    rows = EmailMessage.objects.filter(id=message_id, status=expected)
+    changed = rows.update(status=Status.QUEUED, claim_token="", claimed_at=None,
+                          send_started_at=None, error=error[:2000], **extra)
+    if not changed:
+        return None
+    return EmailMessage.objects.values_list("priority", flat=True).get(id=message_id)
+
+
+def failed_message_requeue(*, message_id: int, error: str) -> int | None:
+    """FAILED -> QUEUED with its attempts reset (an operator requeues a dead letter)."""
+    return _requeue_one(message_id, expected=Status.FAILED, error=error, attempts=0)
+
+
+def ambiguous_message_requeue(*, message_id: int, error: str) -> int | None:
+    """AMBIGUOUS -> QUEUED: reconciliation found the ESP never accepted it."""
+    return _requeue_one(message_id, expected=Status.AMBIGUOUS, error=error)
+
+
+def handed_over_message_mark_sent(
+    *, message_id: int, provider: str, provider_message_id: str, error: str
+) -> bool:
+    """AMBIGUOUS, or SENDING after the hand-off -> SENT: reconciliation found the ESP accepted it."""
+    handed_over = Q(status=Status.AMBIGUOUS) | Q(status=Status.SENDING, send_started_at__isnull=False)
+    fields: dict[str, object] = {"status": Status.SENT, "provider": provider,
+                                 "sent_at": timezone.now(), "error": error}
+    if provider_message_id:
+        fields["provider_message_id"] = provider_message_id
+    return bool(EmailMessage.objects.filter(handed_over, id=message_id).update(**fields))

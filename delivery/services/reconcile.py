@@ -20,11 +20,10 @@ from __future__ import annotations
 import logging
 
 from django.db import transaction
-from django.db.models import Q
-from django.utils import timezone
 
 from delivery.models import EmailMessage
 from delivery.services.dispatch import messages_enqueue
+from delivery.services.ledger import ambiguous_message_requeue, handed_over_message_mark_sent
 
 logger = logging.getLogger(__name__)
 Status = EmailMessage.Status
@@ -39,26 +38,20 @@ def message_reconcile(
 
 
 def _mark_accepted(message_id: int, provider: str, provider_message_id: str) -> bool:
-    handed_over = Q(status=Status.AMBIGUOUS) | Q(status=Status.SENDING, send_started_at__isnull=False)
-    fields = {"status": Status.SENT, "provider": provider, "sent_at": timezone.now(),
-              "error": "reconciled: accepted by the ESP"}
-    if provider_message_id:
-        fields["provider_message_id"] = provider_message_id
-    changed = EmailMessage.objects.filter(handed_over, id=message_id).update(**fields)
+    changed = handed_over_message_mark_sent(
+        message_id=message_id, provider=provider, provider_message_id=provider_message_id,
+        error="reconciled: accepted by the ESP")
     if changed:
         logger.info("message %s reconciled as accepted by %s", message_id, provider)
-    return bool(changed)
+    return changed
 
 
 def _resend(message_id: int) -> bool:
     with transaction.atomic():
-        changed = EmailMessage.objects.filter(id=message_id, status=Status.AMBIGUOUS).update(
-            status=Status.QUEUED, claim_token="", claimed_at=None, send_started_at=None,
-            error="reconciled: not accepted; sending again",
-        )
-        if changed:
-            priority = EmailMessage.objects.values_list("priority", flat=True).get(id=message_id)
+        priority = ambiguous_message_requeue(message_id=message_id,
+                                             error="reconciled: not accepted; sending again")
+        if priority is not None:
             transaction.on_commit(lambda: messages_enqueue(message_ids=[message_id], priority=priority))
-    if changed:
+    if priority is not None:
         logger.warning("message %s reconciled as never accepted; sending again", message_id)
-    return bool(changed)
+    return priority is not None

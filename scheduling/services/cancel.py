@@ -8,16 +8,15 @@ cancelled is never published, one counted as already dispatched was.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-from django.db import connection, transaction
+from django.db import transaction
 
 from delivery.models import EmailMessage
+from delivery.services import ledger
 from scheduling.services import due
 
 Status = EmailMessage.Status
-TABLE = EmailMessage._meta.db_table
 
 
 @dataclass(frozen=True)
@@ -26,13 +25,8 @@ class CancelResult:
     already_dispatched: int
 
 
-def _cancel_where(where: str, params: Sequence[object], reason: str) -> list[int]:
-    sql = (
-        f"UPDATE {TABLE} SET status = %s, error = %s WHERE status = %s AND {where} RETURNING id"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [Status.CANCELLED, reason, Status.SCHEDULED, *params])
-        ids = [row[0] for row in cursor.fetchall()]
+def _forget(ids: list[int]) -> list[int]:
+    """Drop cancelled ids from the due set once the cancel commits."""
     if ids:
         transaction.on_commit(lambda: due.due_remove(message_ids=ids))
     return ids
@@ -41,8 +35,8 @@ def _cancel_where(where: str, params: Sequence[object], reason: str) -> list[int
 def messages_cancel_by_key(*, client_id: int, cancel_key: str) -> CancelResult:
     """Cancel this client's not-yet-dispatched messages carrying `cancel_key`."""
     with transaction.atomic():
-        ids = _cancel_where("client_id = %s AND cancel_key = %s", [client_id, cancel_key],
-                            "cancelled by cancel_key")
+        ids = _forget(ledger.scheduled_messages_cancel(
+            client_id=client_id, cancel_key=cancel_key, reason="cancelled by cancel_key"))
     others = EmailMessage.objects.filter(client_id=client_id, cancel_key=cancel_key).exclude(
         status__in=[Status.CANCELLED, Status.SCHEDULED]).count()
     return CancelResult(cancelled=ids, already_dispatched=others)
@@ -51,4 +45,4 @@ def messages_cancel_by_key(*, client_id: int, cancel_key: str) -> CancelResult:
 def campaign_messages_cancel(*, campaign_id: int) -> list[int]:
     """Cancel a campaign's messages still waiting for their time (its schedule was cancelled)."""
     with transaction.atomic():
-        return _cancel_where("campaign_id = %s", [campaign_id], "schedule cancelled")
+        return _forget(ledger.scheduled_messages_cancel(campaign_id=campaign_id, reason="schedule cancelled"))

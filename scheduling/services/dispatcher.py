@@ -28,13 +28,13 @@ from django.conf import settings
 from django.db import connection
 
 from delivery.models import EmailMessage
+from delivery.services import ledger
 from delivery.services.dispatch import messages_enqueue_by_priority
 from scheduling import extensions, signals
 from scheduling.services import due
 
 logger = logging.getLogger(__name__)
 Status = EmailMessage.Status
-TABLE = EmailMessage._meta.db_table
 # Do not start a step with less than this left on the lease: a step that outlived its lease
 # could race the scheduler that reaped it (harmless, but wasted).
 LEASE_MARGIN_SECONDS = 1.0
@@ -64,15 +64,7 @@ def messages_fence_queue_detailed(
     may have died before publishing. `dispatched_before` is half a lease before this claim, so a
     row dispatched moments ago and put back by a concurrent rebuild is not published again.
     """
-    sql = (
-        f"UPDATE {TABLE} SET status = %s, requeued_at = statement_timestamp() WHERE id = ANY(%s) AND ("
-        f"(status = %s AND scheduled_for <= statement_timestamp()) OR "
-        f"(status = %s AND claimed_at IS NULL AND requeued_at < %s)) RETURNING id, priority, campaign_id"
-    )
-    params = [Status.QUEUED, list(message_ids), Status.SCHEDULED, Status.QUEUED, dispatched_before]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        fetched = cursor.fetchall()
+    fetched = ledger.scheduled_messages_fence(message_ids=message_ids, dispatched_before=dispatched_before)
     return [(row[0], row[1]) for row in fetched], {row[2] for row in fetched if row[2] is not None}
 
 
