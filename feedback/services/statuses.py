@@ -2,11 +2,13 @@
 
 Status is derived from the *set* of first occurrences per message (MessageEventMark), ranked:
 
-    SENT < DELIVERED < OPENED < CLICKED < BOUNCED (hard) < COMPLAINED
+    SENT < DELIVERED < OPENED < CLICKED < BOUNCED (hard) < COMPLAINED < FAILED (dropped)
 
 Each UPDATE names the statuses it may move from (lower ranks only), so arrival order does not
 matter, a repeated event changes nothing, and a hard bounce or complaint is never undone by a
-later open or delivery. One UPDATE per target status per batch; timestamps take the earliest
+later open or delivery. A drop (the ESP accepted the message, then never attempted it) ranks
+last: the message was not sent, whatever else arrives, and a row the send path already marked
+FAILED stays as it is. One UPDATE per target status per batch; timestamps take the earliest
 reported time. On PostgreSQL the whole batch is one UPDATE (a VALUES join); elsewhere one
 UPDATE per target status and per timestamp column.
 
@@ -37,6 +39,7 @@ RANK: dict[str, int] = {
     Status.CLICKED: 3,
     Status.BOUNCED: 4,
     Status.COMPLAINED: 5,
+    Status.FAILED: 6,
 }
 _STATUS_FOR_MARK = {
     "delivered": Status.DELIVERED,
@@ -44,6 +47,7 @@ _STATUS_FOR_MARK = {
     "clicked": Status.CLICKED,
     "bounced": Status.BOUNCED,
     "complained": Status.COMPLAINED,
+    "dropped": Status.FAILED,
 }
 _TIMESTAMP_FOR_MARK = {
     "delivered": "delivered_at",

@@ -1,5 +1,7 @@
 """Automatic suppression: hard bounces, complaints and unsubscribes; soft bounces by threshold.
 
+Also drops whose reason is the ESP's own bounce, unsubscribe or spam-report list: the ESP will
+not mail that address again, so neither do we (it would fail over to another provider).
 Addresses are lower-cased (the send path compares lower-cased addresses). Inserts ignore an
 address already suppressed, so repeats and concurrent batches are harmless. The send path
 re-checks suppressions per batch, so a committed suppression stops further sends mid-campaign.
@@ -22,6 +24,9 @@ from feedback.services.events import StoredEvent
 
 Reason = Suppression.Reason
 TALLY_TABLE = SoftBounceTally._meta.db_table
+_DROP_REASONS = {
+    "bounce": Reason.HARD_BOUNCE, "unsubscribe": Reason.UNSUBSCRIBE, "complaint": Reason.COMPLAINT,
+}
 
 
 def suppression_reason(stored: StoredEvent) -> str | None:
@@ -32,11 +37,13 @@ def suppression_reason(stored: StoredEvent) -> str | None:
         return Reason.COMPLAINT
     if event.event_type is EventType.UNSUBSCRIBED:
         return Reason.UNSUBSCRIBE
+    if event.event_type is EventType.DROPPED and event.drop_reason:
+        return _DROP_REASONS[event.drop_reason]
     return None
 
 
 def suppressions_from_events(*, events: Iterable[StoredEvent]) -> int:
-    """Suppress every address a new hard bounce, complaint or unsubscribe names."""
+    """Suppress the recipient of every new hard bounce, complaint, unsubscribe or listed drop."""
     found: dict[str, tuple[str, str]] = {}
     soft: Counter[str] = Counter()
     for stored in events:
