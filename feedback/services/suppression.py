@@ -2,6 +2,8 @@
 
 Also drops whose reason is the ESP's own bounce, unsubscribe or spam-report list: the ESP will
 not mail that address again, so neither do we (it would fail over to another provider).
+An event about one of our messages acts on that message's recipient, whatever address the event
+names: a different one is logged, never suppressed (decision 48).
 Addresses are lower-cased (the send path compares lower-cased addresses). Inserts ignore an
 address already suppressed, so repeats and concurrent batches are harmless. The send path
 re-checks suppressions per batch, so a committed suppression stops further sends mid-campaign.
@@ -9,6 +11,7 @@ re-checks suppressions per batch, so a committed suppression stops further sends
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Iterable
 from datetime import datetime
@@ -22,6 +25,7 @@ from feedback.models import SoftBounceTally
 from feedback.normalize import EventType
 from feedback.services.events import StoredEvent
 
+logger = logging.getLogger(__name__)
 Reason = Suppression.Reason
 TALLY_TABLE = SoftBounceTally._meta.db_table
 _DROP_REASONS = {
@@ -90,5 +94,19 @@ def soft_bounces_count(*, counts: Counter[str]) -> list[str]:
 
 
 def _address(stored: StoredEvent) -> str:
-    address = stored.event.recipient or (stored.message.recipient if stored.message else "")
+    """The address to act on: our message's recipient when the event is about one of ours."""
+    named = _normalized(stored.event.recipient)
+    if stored.message is None:
+        return named
+    ours = _normalized(stored.message.recipient)
+    if named and named != ours:
+        event = stored.event
+        logger.warning(
+            "%s %s event %s names %s but message %d was sent to %s: acting on the message's recipient",
+            event.provider, event.event_type.value, event.provider_event_id, named, stored.message.id, ours,
+        )
+    return ours
+
+
+def _normalized(address: str) -> str:
     return address.strip().lower()[:254]

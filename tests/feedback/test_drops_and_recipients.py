@@ -1,13 +1,15 @@
-"""Drops: signed webhooks over HTTP, then processed (issue 12).
+"""Drops and the address an event acts on: signed webhooks over HTTP, then processed (issue 12).
 
 A drop (SendGrid `dropped`, Mailgun `rejected` or a `failed` on its suppression list) fails the
 message; when the ESP names its bounce, unsubscribe or spam-report list as the reason, the
-recipient is suppressed with the matching reason.
+recipient is suppressed with the matching reason. An event about our message acts on that
+message's recipient, never on another address the event names.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from datetime import UTC, datetime
 
 import pytest
@@ -22,6 +24,7 @@ from tests.feedback.signing import mailgun_body
 
 pytestmark = pytest.mark.django_db(transaction=True)
 NOW = datetime.now(UTC)
+STRANGER = "stranger@elsewhere.example"
 
 
 def post(live_server, path: str, body: bytes, headers: dict[str, str] | None = None) -> None:
@@ -111,3 +114,40 @@ def test_a_drop_outranks_earlier_statuses_and_repeats_change_nothing(live_server
     assert EmailMessage.objects.get(pk=failed_at_send.pk).error == "550 at send"
     bounced = {(m.recipient, "hard_bounce") for m in (delivered, failed_at_send)}
     assert listed_suppressions(api) == bounced
+
+
+def _mailgun_complaint(keys, message: EmailMessage) -> tuple[str, bytes, dict[str, str]]:
+    data = samples.mailgun_event_data("complained", message_id=message.id, recipient=STRANGER, when=NOW,
+                                      event_id=f"mg-c-{message.id}")
+    return "/webhooks/mailgun/", mailgun_body(keys.mailgun_key, data), {}
+
+
+def _sendgrid_complaint(keys, message: EmailMessage) -> tuple[str, bytes, dict[str, str]]:
+    event = samples.sendgrid_event("spamreport", message_id=message.id, recipient=STRANGER, when=NOW,
+                                   event_id=f"sg-c-{message.id}")
+    body = json.dumps([event]).encode()
+    return "/webhooks/sendgrid/", body, keys.sendgrid.sign(body)
+
+
+def _ses_complaint(keys, message: EmailMessage) -> tuple[str, bytes, dict[str, str]]:
+    event = samples.ses_event("Complaint", message_id=message.id, recipient=message.recipient, when=NOW)
+    event["complaint"]["complainedRecipients"] = [{"emailAddress": STRANGER}]
+    return "/webhooks/ses/", json.dumps(keys.sns.notification(event)).encode(), {}
+
+
+COMPLAINTS = {"mailgun": _mailgun_complaint, "sendgrid": _sendgrid_complaint, "ses": _ses_complaint}
+
+
+@pytest.mark.parametrize("provider", COMPLAINTS)
+def test_a_complaint_naming_another_address_suppresses_our_recipient_and_warns(
+    live_server, webhook_keys, api, caplog, provider
+):
+    (message,) = sent_messages(1)
+    path, body, headers = COMPLAINTS[provider](webhook_keys, message)
+    post(live_server, path, body, headers)
+    with caplog.at_level(logging.WARNING, logger="feedback.services.suppression"):
+        process_all()
+    assert status(message) == "COMPLAINED"
+    assert listed_suppressions(api) == {(message.recipient, "complaint")}
+    [warning] = [r.getMessage() for r in caplog.records if r.name == "feedback.services.suppression"]
+    assert STRANGER in warning and message.recipient in warning and f"message {message.id} " in warning
