@@ -27,7 +27,8 @@ django.setup()
 
 from django.db import connection  # noqa: E402
 
-from campaigns.models import Campaign, Contact  # noqa: E402
+from audience.models import Contact  # noqa: E402
+from campaigns.models import Campaign  # noqa: E402
 from campaigns.services.fanout import campaign_fanout  # noqa: E402
 from core.redis_client import get_redis  # noqa: E402
 from delivery.models import EmailMessage  # noqa: E402

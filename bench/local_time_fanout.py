@@ -29,7 +29,7 @@ django.setup()
 from django.db import connection, transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from campaigns.models import Contact  # noqa: E402
+from audience.models import Contact  # noqa: E402
 from core.redis_client import get_redis  # noqa: E402
 from delivery.models import EmailMessage  # noqa: E402
 from scheduling import timing  # noqa: E402

@@ -28,6 +28,9 @@ OUR_ID_KEY = "notifier_message_id"
 
 Provider = Literal["ses", "sendgrid", "mailgun"]
 BounceType = Literal["hard", "soft"]
+# Why an ESP dropped a message without trying: the address is on its bounce, unsubscribe or
+# spam-report list. Other drop reasons (invalid address, sandbox, virus, ...) carry none.
+DropReason = Literal["bounce", "unsubscribe", "complaint"]
 
 
 class EventType(models.TextChoices):
@@ -60,6 +63,7 @@ class NormalizedEvent:
     raw: dict[str, Any] = field(repr=False)
     bounce_type: BounceType | None = None  # set only when event_type is BOUNCED
     url: str | None = None  # set only when event_type is CLICKED
+    drop_reason: DropReason | None = None  # set only when event_type is DROPPED
 
 
 def normalize(provider: Provider, payload: Any) -> list[NormalizedEvent]:
@@ -194,6 +198,13 @@ _SENDGRID_TYPES: dict[str, EventType] = {
     "unsubscribe": EventType.UNSUBSCRIBED,
     "group_unsubscribe": EventType.UNSUBSCRIBED,
 }
+# `dropped` reasons naming one of SendGrid's suppression lists ("Drops" in SendGrid's docs);
+# "Invalid", "Spam Content", "Invalid SMTPAPI header", ... say nothing about the person.
+_SENDGRID_DROP_REASONS: dict[str, DropReason] = {
+    "Bounced Address": "bounce",
+    "Unsubscribed Address": "unsubscribe",
+    "Spam Reporting Address": "complaint",
+}
 
 
 def normalize_sendgrid(events: Iterable[dict[str, Any]]) -> list[NormalizedEvent]:
@@ -219,6 +230,8 @@ def _sendgrid_event(event: dict[str, Any], event_type: EventType) -> NormalizedE
         raw=event,
         bounce_type=_sendgrid_bounce_type(event) if event_type is EventType.BOUNCED else None,
         url=event.get("url") if event_type is EventType.CLICKED else None,
+        drop_reason=_SENDGRID_DROP_REASONS.get(str(event.get("reason")))
+        if event_type is EventType.DROPPED else None,
     )
 
 
@@ -249,8 +262,13 @@ _MAILGUN_TYPES: dict[str, EventType] = {
     "unsubscribed": EventType.UNSUBSCRIBED,
 }
 # Permanent failures where Mailgun never attempted delivery because the address is on one
-# of its suppression lists: a drop, not a fresh bounce.
-_MAILGUN_SUPPRESSED = frozenset({"suppress-bounce", "suppress-unsubscribe", "suppress-complaint"})
+# of its suppression lists: a drop, not a fresh bounce. (`rejected` events say why in free
+# text, e.g. "Sandbox subdomains are for test purposes only.": no list named, no reason.)
+_MAILGUN_SUPPRESSED: dict[str, DropReason] = {
+    "suppress-bounce": "bounce",
+    "suppress-unsubscribe": "unsubscribe",
+    "suppress-complaint": "complaint",
+}
 
 
 def normalize_mailgun(payload: dict[str, Any]) -> list[NormalizedEvent]:
@@ -262,6 +280,9 @@ def normalize_mailgun(payload: dict[str, Any]) -> list[NormalizedEvent]:
     bounce_type: BounceType | None = None
     if data.get("event") == "failed":
         event_type, bounce_type = _mailgun_failure(data)
+    drop_reason: DropReason | None = None
+    if event_type is EventType.DROPPED:
+        drop_reason = _MAILGUN_SUPPRESSED.get(str(data.get("reason")))
     our_id = _dict(data.get("user-variables")).get(OUR_ID_KEY)
     return [
         NormalizedEvent(
@@ -277,6 +298,7 @@ def normalize_mailgun(payload: dict[str, Any]) -> list[NormalizedEvent]:
             raw=payload,
             bounce_type=bounce_type,
             url=data.get("url") if event_type is EventType.CLICKED else None,
+            drop_reason=drop_reason,
         )
     ]
 

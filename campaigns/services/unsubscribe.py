@@ -2,10 +2,10 @@
 
 The token signs "<contact id>.<campaign id>" with Django's Signer (HMAC-SHA256 over the
 SECRET_KEY, salted), so it cannot be forged or altered, and stays valid after message rows are
-archived. Unsubscribing clears the contact's `subscribed` flag (future fan-outs skip it) and marks
-its still-QUEUED campaign rows SUPPRESSED, so a running campaign stops mailing it at once.
-It does not add a global suppression: an unsubscribe from marketing must not block the
-person's password resets (transactional mail).
+archived. Unsubscribing clears the contact's `subscribed` flag (future fan-outs skip it), marks
+its still-QUEUED campaign rows SUPPRESSED, so a running campaign stops mailing it at once, and
+adds a Suppression (reason unsubscribe), as an ESP-reported unsubscribe already did, so the
+opt-out shows in GET /api/v1/suppressions (decision 48, which revises 24).
 """
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ from django.core import signing
 from django.db import transaction
 from django.urls import reverse
 
-from audience.models import Contact
+from audience.models import Contact, Suppression
+from audience.services.contacts import suppression_create
 from delivery.models import EmailMessage
+from delivery.services import ledger
 
 _SIGNER = signing.Signer(salt="notifier.campaigns.unsubscribe")
 MS = EmailMessage.Status
@@ -68,7 +70,9 @@ def unsubscribe_token_read(token: str) -> UnsubscribeTarget | None:
 def contact_unsubscribe(*, contact_id: int) -> bool:
     """Idempotent: True when this call changed the contact."""
     changed = Contact.objects.filter(pk=contact_id, subscribed=True).update(subscribed=False)
-    EmailMessage.objects.filter(
-        contact_id=contact_id, campaign__isnull=False, status=MS.QUEUED
-    ).update(status=MS.SUPPRESSED, error="unsubscribed")
+    email = Contact.objects.filter(pk=contact_id).values_list("email", flat=True).first()
+    if email:
+        # An address already suppressed (a bounce, an earlier click) keeps its row and reason.
+        suppression_create(email=email, reason=Suppression.Reason.UNSUBSCRIBE, source="unsubscribe-link")
+    ledger.contact_campaign_messages_suppress(contact_id=contact_id, error="unsubscribed")
     return bool(changed)

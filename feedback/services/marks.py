@@ -29,6 +29,7 @@ _MARKED = {
     EventType.CLICKED: "clicked",
     EventType.COMPLAINED: "complained",
     EventType.UNSUBSCRIBED: "unsubscribed",
+    EventType.DROPPED: "dropped",
 }
 _IMPLIES_DELIVERED = {EventType.OPENED, EventType.CLICKED}
 

@@ -1,5 +1,9 @@
 """Automatic suppression: hard bounces, complaints and unsubscribes; soft bounces by threshold.
 
+Also drops whose reason is the ESP's own bounce, unsubscribe or spam-report list: the ESP will
+not mail that address again, so neither do we (it would fail over to another provider).
+An event about one of our messages acts on that message's recipient, whatever address the event
+names: a different one is logged, never suppressed (decision 48).
 Addresses are lower-cased (the send path compares lower-cased addresses). Inserts ignore an
 address already suppressed, so repeats and concurrent batches are harmless. The send path
 re-checks suppressions per batch, so a committed suppression stops further sends mid-campaign.
@@ -7,6 +11,7 @@ re-checks suppressions per batch, so a committed suppression stops further sends
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Iterable
 from datetime import datetime
@@ -20,8 +25,12 @@ from feedback.models import SoftBounceTally
 from feedback.normalize import EventType
 from feedback.services.events import StoredEvent
 
+logger = logging.getLogger(__name__)
 Reason = Suppression.Reason
 TALLY_TABLE = SoftBounceTally._meta.db_table
+_DROP_REASONS = {
+    "bounce": Reason.HARD_BOUNCE, "unsubscribe": Reason.UNSUBSCRIBE, "complaint": Reason.COMPLAINT,
+}
 
 
 def suppression_reason(stored: StoredEvent) -> str | None:
@@ -32,11 +41,13 @@ def suppression_reason(stored: StoredEvent) -> str | None:
         return Reason.COMPLAINT
     if event.event_type is EventType.UNSUBSCRIBED:
         return Reason.UNSUBSCRIBE
+    if event.event_type is EventType.DROPPED and event.drop_reason:
+        return _DROP_REASONS[event.drop_reason]
     return None
 
 
 def suppressions_from_events(*, events: Iterable[StoredEvent]) -> int:
-    """Suppress every address a new hard bounce, complaint or unsubscribe names."""
+    """Suppress the recipient of every new hard bounce, complaint, unsubscribe or listed drop."""
     found: dict[str, tuple[str, str]] = {}
     soft: Counter[str] = Counter()
     for stored in events:
@@ -83,5 +94,19 @@ def soft_bounces_count(*, counts: Counter[str]) -> list[str]:
 
 
 def _address(stored: StoredEvent) -> str:
-    address = stored.event.recipient or (stored.message.recipient if stored.message else "")
+    """The address to act on: our message's recipient when the event is about one of ours."""
+    named = _normalized(stored.event.recipient)
+    if stored.message is None:
+        return named
+    ours = _normalized(stored.message.recipient)
+    if named and named != ours:
+        event = stored.event
+        logger.warning(
+            "%s %s event %s names %s but message %d was sent to %s: acting on the message's recipient",
+            event.provider, event.event_type.value, event.provider_event_id, named, stored.message.id, ours,
+        )
+    return ours
+
+
+def _normalized(address: str) -> str:
     return address.strip().lower()[:254]

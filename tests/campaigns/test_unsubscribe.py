@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from audience.models import Contact
+from audience.models import Contact, Suppression
 from campaigns.models import Campaign
 from campaigns.services.unsubscribe import unsubscribe_token
 from delivery.extensions import message_headers
@@ -56,3 +56,19 @@ def test_tampered_token_is_refused(message):
     forged = token.replace(f"{message.contact_id}.", f"{message.contact_id + 1}.", 1)
     assert Client().post(f"/u/{forged}/").status_code == 404
     assert Contact.objects.get(pk=message.contact_id).subscribed
+
+
+def test_unsubscribe_adds_one_suppression_listed_by_the_api(message, api):
+    url = message_headers(message)["List-Unsubscribe"].strip("<>").removeprefix("http://127.0.0.1:8000")
+    for _ in range(3):  # repeated clicks and one-click POSTs
+        assert Client().post(url).status_code == 200
+    listed = api.get("/api/v1/suppressions").json()["results"]
+    assert [(row["email"], row["reason"]) for row in listed] == [("ada@x.io", "unsubscribe")]
+
+
+def test_unsubscribe_keeps_an_existing_suppression_as_it_is(message, api):
+    Suppression.objects.create(email="ada@x.io", reason="hard_bounce", source="ses")
+    url = message_headers(message)["List-Unsubscribe"].strip("<>").removeprefix("http://127.0.0.1:8000")
+    assert Client().post(url).status_code == 200
+    assert list(Suppression.objects.values_list("email", "reason")) == [("ada@x.io", "hard_bounce")]
+    assert not Contact.objects.get(pk=message.contact_id).subscribed

@@ -108,3 +108,36 @@ def mailgun_event_data(kind: str, *, message_id: int, recipient: str, when: date
 
 def sns_message_text(ses: dict[str, Any]) -> str:
     return json.dumps(ses)
+
+
+def sendgrid_dropped(*, message_id: int, recipient: str, when: datetime, event_id: str,
+                     reason: str) -> dict[str, Any]:
+    """A `dropped` event as SendGrid posts it (django-anymail's recorded ones): a `reason` such as
+    "Bounced Address", "Unsubscribed Address", "Spam Reporting Address" or "Invalid", and an
+    sg_message_id with no X-Message-Id prefix (the message never got that far)."""
+    return {
+        "email": recipient,
+        "timestamp": int(when.timestamp()),
+        "smtp-id": f"<sg-{message_id}@ismtpd-555>",
+        "sg_event_id": event_id,
+        "sg_message_id": "filter0093p1las1.9128.5717FB8127.0",
+        "reason": reason,
+        "event": "dropped",
+        OUR_ID_KEY: str(message_id),
+    }
+
+
+def mailgun_rejected(*, message_id: int, recipient: str, when: datetime, event_id: str) -> dict[str, Any]:
+    """A `rejected` event (Mailgun's Events API sample): no `recipient` field, the reason in
+    free text under `reject`, the address only in the To header."""
+    return {
+        "event": "rejected",
+        "id": event_id,
+        "timestamp": when.timestamp(),
+        "log-level": "warn",
+        "flags": {"is-test-mode": False},
+        "reject": {"reason": "Sandbox subdomains are for test purposes only.", "description": ""},
+        "user-variables": {OUR_ID_KEY: str(message_id)},
+        "message": {"headers": {"to": f"Recipient <{recipient}>", "from": "notifier@example.com",
+                                "message-id": f"mg-{message_id}@mg.example.com", "subject": "Hi"}},
+    }

@@ -301,6 +301,7 @@ def test_sendgrid_batch() -> None:
         (EventType.UNSUBSCRIBED, None),
         (EventType.UNSUBSCRIBED, None),
     ]  # group_resubscribe is not tracked
+    assert [e.drop_reason for e in events if e.event_type is EventType.DROPPED] == ["bounce"]
     click = events[4]
     assert click.url == "http://www.sendgrid.com/"
     assert click.recipient == "example@test.com"
@@ -377,7 +378,8 @@ def test_mailgun_exhausted_retries_is_soft_bounce() -> None:
 
 def test_mailgun_suppressed_is_dropped() -> None:
     payload = mg_payload("failed", severity="permanent", reason="suppress-bounce")
-    assert normalize_mailgun(payload)[0].event_type is EventType.DROPPED
+    [event] = normalize_mailgun(payload)
+    assert (event.event_type, event.drop_reason) == (EventType.DROPPED, "bounce")
 
 
 def test_mailgun_engagement_and_complaint() -> None:
@@ -395,6 +397,7 @@ def test_mailgun_rejected_without_recipient_uses_to_header() -> None:
     del payload["event-data"]["recipient"]
     [event] = normalize("mailgun", payload)
     assert (event.event_type, event.recipient) == (EventType.DROPPED, "alice@example.com")
+    assert event.drop_reason is None  # free-text reason: no suppression list named
 
 
 def test_unknown_provider() -> None:
