@@ -31,7 +31,7 @@ def main() -> None:
     allowed = sum(rate_limit_hit(client_prefix=prefix, endpoint_class="bench", rate=rate).allowed
                   for _ in range(n))
     elapsed = time.perf_counter() - started
-    get_redis().delete(redis_key("ratelimit", prefix, "bench"))
+    get_redis().delete(redis_key("throttle", prefix, "bench"))
     print(f"checks: {n}, allowed: {allowed + 1} (limit {rate.limit})")
     print(f"{n / elapsed:,.0f} checks/s, {elapsed / n * 1e6:.0f} us/check (one process)")
 

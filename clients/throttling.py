@@ -12,10 +12,10 @@ are in class "default". The rate for (client, class) is the first of
 Each (client, class) pair has its own window.
 
 Redis keys:
-    notifier:ratelimit:<client prefix>:<class>    ZSET of hits in the window (score = microseconds)
+    notifier:throttle:<client prefix>:<class>     ZSET of hits in the window (score = microseconds)
 
-    $ redis-cli ZCARD notifier:ratelimit:Ab12Cd34:send      # hits in the current window
-    $ redis-cli DEL notifier:ratelimit:Ab12Cd34:send        # forgive a client
+    $ redis-cli ZCARD notifier:throttle:Ab12Cd34:send      # hits in the current window
+    $ redis-cli DEL notifier:throttle:Ab12Cd34:send        # forgive a client
 
 If Redis is unreachable the check raises, and the API answers 503 (core/api/errors.py):
 failing open would let a flood through exactly when the system is degraded.
@@ -57,7 +57,7 @@ def rate_for(client: Any, endpoint_class: str) -> Rate:
 def rate_limit_hit(*, client_prefix: str, endpoint_class: str, rate: Rate) -> RateDecision:
     """Count one request; allowed only if the window still has room (atomic in Redis)."""
     allowed, hits, retry_ms = script("sliding_window")(
-        keys=[redis_key("ratelimit", client_prefix, endpoint_class)],
+        keys=[redis_key("throttle", client_prefix, endpoint_class)],
         args=[rate.limit, rate.period_seconds * 1000, uuid.uuid4().hex],
     )
     return RateDecision(bool(allowed), int(hits), int(retry_ms) / 1000, rate)

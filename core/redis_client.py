@@ -9,7 +9,7 @@ a new family is added here in the same commit.
     notifier:idem-http:<client prefix>:<sha256 of key>  string JSON {fp, status, body}: replayed
                                                         Idempotency-Key answers, TTL 24 h
                                                         (clients/idempotency.py)
-    notifier:ratelimit:<client prefix>:<class>          ZSET of hits, score = microseconds: the
+    notifier:throttle:<client prefix>:<class>           ZSET of hits, score = microseconds: the
                                                         per-client API throttle (clients/throttling.py)
     Delivery
     notifier:ratelimit:provider:<name>                  hash tokens, ts: provider token bucket
@@ -43,8 +43,6 @@ a new family is added here in the same commit.
     notifier:webhooks:mailgun-token:<token>             string, SET NX with TTL: Mailgun replay
                                                         guard (feedback/webhooks/config.py)
 
-Note: the client throttle and the ESP buckets share `ratelimit:`; a client prefix of exactly
-"provider", "domain" or "shrink" would collide (keys are random, so only in theory).
 Not under the prefix: when Redis is the Celery broker, kombu's own keys (one list per queue,
 `unacked`, `_kombu.binding.*`) in the broker's database.
 
