@@ -12,29 +12,21 @@ processes would. The script checks 0 lost and 0 duplicates from the fake's ledge
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
-import os
 import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifier.settings")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from delivery.providers.base import Outcome, OutgoingEmail
-from delivery.providers.http import HttpSettings
+from bench import harness
+from bench.esps import ledger_counts, through_fake_esp
 
+harness.django_setup()
 
-def _serve(provider: str, ready: mp.Queue, done: mp.Event, report: mp.Queue) -> None:
-    from tests.fakes import FakeMailgun, FakeSendGrid
-
-    fake = (FakeSendGrid if provider == "sendgrid" else FakeMailgun)(api_key=None).start()
-    ready.put(fake.url)
-    done.wait()
-    by_id = fake.ledger.by_message_id()
-    report.put((len(by_id), sum(1 for v in by_id.values() if len(v) > 1), fake.ledger.count()))
-    fake.stop()
+from delivery.providers.base import Outcome, OutgoingEmail  # noqa: E402
+from delivery.providers.http import HttpSettings  # noqa: E402
 
 
 def _emails(n: int) -> list[OutgoingEmail]:
@@ -58,18 +50,8 @@ def _provider(name: str, url: str):
     return MailgunProvider(settings)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--provider", choices=["sendgrid", "mailgun"], default="sendgrid")
-    parser.add_argument("--recipients", type=int, default=200_000)
-    parser.add_argument("--batch", type=int, default=1000)
-    parser.add_argument("--threads", type=int, default=4)
-    args = parser.parse_args()
-
-    ready, report, done = mp.Queue(), mp.Queue(), mp.Event()
-    server = mp.Process(target=_serve, args=(args.provider, ready, done, report), daemon=True)
-    server.start()
-    url = ready.get(timeout=30)
+def _send(args: argparse.Namespace, url: str) -> tuple[int, float]:
+    """(recipients accepted, seconds) for every email sent in batches from `args.threads` threads."""
     emails = _emails(args.recipients)
     batches = [emails[i:i + args.batch] for i in range(0, len(emails), args.batch)]
     local = threading.local()
@@ -82,12 +64,20 @@ def main() -> None:
     started = time.perf_counter()
     with ThreadPoolExecutor(args.threads) as pool:
         accepted = sum(pool.map(send, batches))
-    elapsed = time.perf_counter() - started
-    done.set()
-    distinct, duplicated, entries = report.get(timeout=60)
-    server.join(timeout=10)
+    return accepted, time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--provider", choices=["sendgrid", "mailgun"], default="sendgrid")
+    parser.add_argument("--recipients", type=int, default=200_000)
+    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--threads", type=int, default=4)
+    args = parser.parse_args()
+    (accepted, elapsed), entries = through_fake_esp(args.provider, lambda url: _send(args, url))
+    distinct, duplicated = ledger_counts(entries)
     print(f"provider={args.provider} recipients={args.recipients} batch={args.batch} threads={args.threads}")
-    print(f"accepted={accepted} ledger_entries={entries} distinct={distinct} duplicates={duplicated} "
+    print(f"accepted={accepted} ledger_entries={len(entries)} distinct={distinct} duplicates={duplicated} "
           f"lost={args.recipients - distinct}")
     print(f"elapsed={elapsed:.2f}s throughput={args.recipients / elapsed:,.0f} recipients/s")
 

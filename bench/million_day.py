@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -29,11 +28,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifier.settings")
 
+from bench import harness
 from bench import million_procs as procs_mod
 from bench import million_report as report
-from bench.million_esp import PrimaryEsp, SecondaryEsp
+from bench.esps import FakeEspProcess, SmtpSink
 from bench.million_load import Load, campaign_launch
 
 AMQP_URL = "amqp://guest:guest@127.0.0.1:5672//"
@@ -123,13 +122,12 @@ def _restart_redis(state: dict, env: dict[str, str], config: Config, faults: lis
     faults.append({"t": time.time(), "kind": "redis-down"})
     state["redis"] = procs_mod.dedicated_redis(config.redis_port, state["log_dir"]).start()
     procs_mod.wait_redis(config.redis_port)
-    rebuilt = subprocess.run([procs_mod.PY, "manage.py", "rebuild_schedule"], cwd=procs_mod.BASE_DIR,
-                             env=env, capture_output=True, text=True, timeout=600)
+    rebuilt = harness.manage("rebuild_schedule", env=env, check=False, timeout=600)
     faults.append({"t": time.time(), "kind": "redis-up+rebuild_schedule",
                    "output": (rebuilt.stdout + rebuilt.stderr)[-300:]})
 
 
-def _faults(state: dict, env: dict, config: Config, primary: PrimaryEsp, t0: float,
+def _faults(state: dict, env: dict, config: Config, primary: FakeEspProcess, t0: float,
             faults: list[dict]) -> list[threading.Timer]:
     def refuse() -> None:
         primary.refuse(config.refuse_seconds)
@@ -174,11 +172,7 @@ def _transactional_drain(load: Load, deadline: float) -> None:
 def run(config: Config, base_env: dict[str, str]) -> dict:
     """Run the scenario; every process it started is stopped, whatever happens."""
     out = Path(config.out).resolve()
-    log_dir = out / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    for stale in log_dir.glob("*.log"):  # readiness is read from the logs: start them empty
-        stale.unlink()
-    state: dict = {"log_dir": log_dir, "procs": {}}
+    state: dict = {"log_dir": harness.log_dir(out / "logs"), "procs": {}}
     try:
         return _run(config, base_env, state, out)
     finally:
@@ -188,8 +182,8 @@ def run(config: Config, base_env: dict[str, str]) -> dict:
             if proc is not None:
                 proc.kill_group()
         for esp in (state.get("primary"), state.get("secondary")):
-            if esp is not None and esp.process is not None:
-                esp.process.kill()
+            if esp is not None:
+                esp.kill()
 
 
 def _run(config: Config, base_env: dict[str, str], state: dict, out: Path) -> dict:
@@ -198,8 +192,8 @@ def _run(config: Config, base_env: dict[str, str], state: dict, out: Path) -> di
     log_dir = state["log_dir"]
     state["redis"] = procs_mod.dedicated_redis(config.redis_port, log_dir).start()
     procs_mod.wait_redis(config.redis_port)
-    primary = state["primary"] = PrimaryEsp(out / "sendgrid-ledger.jsonl").start()
-    secondary = state["secondary"] = SecondaryEsp(config.smtp_port, log_dir / "smtp-sink.log").start()
+    primary = state["primary"] = FakeEspProcess("sendgrid", out / "sendgrid-ledger.jsonl").start()
+    secondary = state["secondary"] = SmtpSink(config.smtp_port, log_dir).start()
     env = scenario_env(base_env, config, primary.url)
     if config.broker == "amqp":
         _purge_amqp()
@@ -209,10 +203,10 @@ def _run(config: Config, base_env: dict[str, str], state: dict, out: Path) -> di
     state["procs"] = procs
     for proc in procs.values():
         proc.start()
-    procs["web"].wait_for_log("Booting worker")
+    procs["web"].wait_for_log("Booting worker", timeout=60)
     for name, proc in procs.items():
         if name not in ("web", "scheduler"):
-            proc.wait_for_log("ready.")
+            proc.wait_for_log("ready.", timeout=60)
     depth = (procs_mod.amqp_depth(AMQP_URL) if config.broker == "amqp"
              else procs_mod.redis_depth(config.redis_port))
     sampler = procs_mod.Sampler(procs, depth).start()
@@ -239,7 +233,7 @@ def _run(config: Config, base_env: dict[str, str], state: dict, out: Path) -> di
         timer.cancel()
     time.sleep(2)
     for proc in procs.values():
-        proc.stop()
+        proc.stop(timeout=20)
     primary_entries, outcomes = primary.stop_and_read()
     secondary.stop()
     secondary_entries, unknown_dumps = secondary.read()
@@ -295,10 +289,8 @@ def main() -> None:
     pairs = [pair.split("=") for pair in args.pop("concurrency").split(",") if pair]
     pools.update({name: int(count) for name, count in pairs})
     config = Config(**args, concurrency=pools)
-    import django
-
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so run() stops its processes
-    django.setup()
+    harness.django_setup()
     result = run(config, dict(os.environ))
     print(report.table(result))
     print(f"JSON: {Path(config.out) / 'result.json'}  plot: {Path(config.out) / 'million_day.png'}")

@@ -7,8 +7,6 @@ import os
 import random
 import shutil
 import signal
-import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -16,62 +14,18 @@ from pathlib import Path
 
 import psutil
 
-BASE_DIR = Path(__file__).resolve().parent.parent
-PY = sys.executable
+from bench import harness
+from tests.support.processes import ManagedProcess
+
 SEND_QUEUES = {"P0": "email-send-p0", "P1": "email-send-p1", "P2": "email-send-p2", "P3": "email-send-p3"}
 ROLES = ("critical", "high", "normal", "low", "ops")
 
 
-class Proc:
-    """A subprocess in its own session, logging to a file; restartable after a crash."""
-
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], log_dir: Path) -> None:
-        self.name, self.argv, self.env = name, argv, env
-        self.log_path = log_dir / f"{name}.log"
-        self.popen: subprocess.Popen | None = None
-
-    def start(self) -> Proc:
-        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
-        self.popen = subprocess.Popen(self.argv, cwd=BASE_DIR, env=self.env, stdout=log,
-                                      stderr=subprocess.STDOUT, start_new_session=True)
-        return self
-
-    def wait_for_log(self, text: str, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if text in self.log_path.read_text(errors="replace"):
-                return
-            if self.popen.poll() is not None:
-                raise RuntimeError(f"{self.name} exited: {self.log_path.read_text()[-2000:]}")
-            time.sleep(0.2)
-        raise TimeoutError(f"{self.name} did not log {text!r}")
-
-    def tree(self) -> list[psutil.Process]:
-        try:
-            main = psutil.Process(self.popen.pid)
-            return [main, *main.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            return []
-
-    def kill_group(self) -> None:
-        if self.popen and self.popen.poll() is None:
-            os.killpg(self.popen.pid, signal.SIGKILL)
-            self.popen.wait(timeout=30)
-
-    def stop(self) -> None:
-        if self.popen and self.popen.poll() is None:
-            self.popen.terminate()
-            try:
-                self.popen.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.kill_group()
-
-
-def dedicated_redis(port: int, log_dir: Path) -> Proc:
+def dedicated_redis(port: int, log_dir: Path) -> ManagedProcess:
     """No RDB, no AOF: a restart loses every key, as the fault asks."""
     argv = [_redis_server_binary(), "--bind", "127.0.0.1", "--port", str(port), "--save", "",
             "--appendonly", "no", "--dir", str(log_dir)]
-    return Proc("redis", argv, dict(os.environ), log_dir)
+    return ManagedProcess("redis", argv, dict(os.environ), log_dir)
 
 
 def _redis_server_binary() -> str:
@@ -98,29 +52,25 @@ def wait_redis(port: int, timeout: float = 20) -> None:
 
 
 def app_processes(env: dict[str, str], log_dir: Path, web_port: int,
-                  concurrency: dict[str, int], p0_pools: int = 1) -> dict[str, Proc]:
+                  concurrency: dict[str, int], p0_pools: int = 1) -> dict[str, ManagedProcess]:
     """web, one pool per role (`p0_pools` pools for critical: a pool restart then never leaves
     the P0 queue without a consumer), the scheduler."""
-    procs = {"web": Proc("web", [PY, "-m", "gunicorn", "notifier.wsgi", "--bind",
-                                 f"127.0.0.1:{web_port}", "--workers", "2", "--threads", "4"],
-                         env, log_dir)}
+    procs = {"web": harness.web(env, log_dir, web_port)}
     for index, role in enumerate(ROLES):
         key = "NOTIFIER_WORKER_OPS_CONCURRENCY" if role == "ops" else f"NOTIFIER_WORKER_P{index}_CONCURRENCY"
-        role_env = {**env, key: str(concurrency[role])}
-        procs[role] = Proc(f"worker-{role}", [PY, "-m", "core.worker", role], role_env, log_dir)
+        procs[role] = harness.worker(role, {**env, key: str(concurrency[role])}, log_dir)
         if role == "critical":
             for extra in range(2, p0_pools + 1):
-                procs[f"critical{extra}"] = Proc(f"worker-critical{extra}",
-                                                 _p0_pool_argv(extra, concurrency[role]), env, log_dir)
-    procs["scheduler"] = Proc("scheduler", [PY, "manage.py", "run_scheduler", "--interval", "0.5"],
-                              env, log_dir)
+                argv = _p0_pool_argv(extra, concurrency[role])
+                procs[f"critical{extra}"] = ManagedProcess(f"worker-critical{extra}", argv, env, log_dir)
+    procs["scheduler"] = harness.scheduler(env, log_dir, interval=0.5)
     return procs
 
 
 def _p0_pool_argv(n: int, concurrency: int) -> list[str]:
     """core.worker's critical pool under its own node name (RabbitMQ's pidbox queue is
     exclusive per node name, so two pools may not share one)."""
-    return [PY, "-m", "celery", "-A", "notifier", "worker", "--loglevel", "INFO", "-P", "prefork",
+    return [harness.PY, "-m", "celery", "-A", "notifier", "worker", "--loglevel", "INFO", "-P", "prefork",
             "--without-gossip", "--without-mingle", "-Q", SEND_QUEUES["P0"], "-n", f"critical{n}@%h",
             "--prefetch-multiplier", "1", "--concurrency", str(concurrency)]
 
@@ -131,7 +81,7 @@ class Chaos:
     (main process and children), restarted at once as a supervisor would. Also the supervisor:
     a process that exits on its own is restarted within a second (and recorded)."""
 
-    procs: dict[str, Proc]
+    procs: dict[str, ManagedProcess]
     interval: float
     main_every: int = 4
     roles: tuple[str, ...] = ROLES
@@ -151,8 +101,8 @@ class Chaos:
     def _supervise(self) -> None:
         """Restart any process that exited on its own, as systemd or a Procfile runner would."""
         for name, proc in self.procs.items():
-            if proc.popen is not None and proc.popen.poll() is not None:
-                code = proc.popen.returncode
+            if proc.process is not None and proc.process.poll() is not None:
+                code = proc.process.returncode
                 proc.start()
                 self.events.append({"t": time.time(), "kind": "exited-restarted", "role": name,
                                     "returncode": code})
@@ -165,7 +115,7 @@ class Chaos:
             proc.start()
             self.events.append({"t": time.time(), "kind": "kill-main", "role": role})
             return
-        children = proc.tree()[1:]
+        children = proc.children()
         if children:
             victim = rng.choice(children)
             victim.send_signal(signal.SIGKILL)
@@ -187,7 +137,7 @@ class Chaos:
 class Sampler:
     """Once a second: RSS and CPU per process tree, broker queue depth per priority."""
 
-    procs: dict[str, Proc]
+    procs: dict[str, ManagedProcess]
     depth: object  # callable () -> dict[label, int]
     peak_rss: dict[str, int] = field(default_factory=dict)
     cpu: dict[str, dict[int, float]] = field(default_factory=dict)
@@ -197,7 +147,7 @@ class Sampler:
     def sample(self) -> None:
         for name, proc in list(self.procs.items()):
             rss = 0
-            for p in proc.tree():
+            for p in harness.process_tree(proc):
                 try:
                     rss += p.memory_info().rss
                     times = p.cpu_times()

@@ -7,16 +7,14 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+from bench.harness import percentile
+
 
 def percentiles(values: list[float]) -> dict[str, float | int | None]:
     if not values:
         return {"n": 0, "p50": None, "p95": None, "p99": None, "max": None}
-    ordered = sorted(values)
-
-    def at(q: float) -> float:
-        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
-    return {"n": len(ordered), "p50": at(0.50), "p95": at(0.95), "p99": at(0.99),
-            "max": round(ordered[-1], 3)}
+    return {"n": len(values), **{f"p{q}": round(percentile(values, q / 100), 3) for q in (50, 95, 99)},
+            "max": round(max(values), 3)}
 
 
 def acceptances(primary: list[tuple[str, float]],

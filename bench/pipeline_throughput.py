@@ -11,22 +11,20 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
-import os
 import sys
 import time
 import uuid
+from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifier.settings")
-os.environ.setdefault("NOTIFIER_REDIS_PREFIX", f"bench-{uuid.uuid4().hex[:8]}")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import django
+from bench import harness
 
-django.setup()
+harness.django_setup(own_redis_prefix=True)
 
 from django.db import connections  # noqa: E402
 
-from bench.esp_throughput import _serve  # noqa: E402
+from bench.esps import ledger_counts, through_fake_esp  # noqa: E402
 from delivery.models import EmailMessage  # noqa: E402
 from templates.services import template_create  # noqa: E402
 
@@ -56,6 +54,17 @@ def _work(batches: list[list[int]], url: str) -> int:
     return sum(message_batch_send(message_ids=b, token=uuid.uuid4().hex).sent for b in batches)
 
 
+def _send(ids: list[int], url: str, processes: int, batch: int) -> tuple[int, float]:
+    """(messages sent, seconds) by `processes` forked worker-like processes, `batch` ids a call."""
+    batches = [ids[i:i + batch] for i in range(0, len(ids), batch)]
+    shares = [batches[i::processes] for i in range(processes)]
+    connections.close_all()  # each forked process opens its own
+    started = time.perf_counter()
+    with mp.get_context("fork").Pool(processes) as pool:
+        sent = sum(pool.starmap(_work, [(share, url) for share in shares]))
+    return sent, time.perf_counter() - started
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--messages", type=int, default=20000)
@@ -63,21 +72,12 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=500)
     args = parser.parse_args()
     ids = _rows(args.messages)
-    ready, report, done = mp.Queue(), mp.Queue(), mp.Event()
-    server = mp.Process(target=_serve, args=("sendgrid", ready, done, report), daemon=True)
-    server.start()
-    url = ready.get(timeout=30)
-    batches = [ids[i:i + args.batch] for i in range(0, len(ids), args.batch)]
-    shares = [batches[i::args.processes] for i in range(args.processes)]
-    connections.close_all()  # each forked process opens its own
-    started = time.perf_counter()
-    with mp.get_context("fork").Pool(args.processes) as pool:
-        sent = sum(pool.starmap(_work, [(share, url) for share in shares]))
-    elapsed = time.perf_counter() - started
-    done.set()
-    distinct, duplicated, entries = report.get(timeout=60)
+    (sent, elapsed), entries = through_fake_esp(
+        "sendgrid", lambda url: _send(ids, url, args.processes, args.batch))
+    distinct, duplicated = ledger_counts(entries)
     print(f"messages={args.messages} processes={args.processes} batch={args.batch}")
-    print(f"sent={sent} ledger_entries={entries} duplicates={duplicated} lost={args.messages - distinct}")
+    print(f"sent={sent} ledger_entries={len(entries)} duplicates={duplicated} "
+          f"lost={args.messages - distinct}")
     print(f"elapsed={elapsed:.2f}s throughput={args.messages / elapsed:,.0f} messages/s")
 
 

@@ -18,7 +18,9 @@ import psutil
 from django.conf import settings
 from django.db import connection
 
-BASE_DIR = Path(settings.BASE_DIR)
+# The repository root, not settings.BASE_DIR: bench/ starts these processes too, and importing
+# this module must not need Django configured.
+BASE_DIR = Path(__file__).resolve().parents[2]
 
 
 def database_url() -> str:
@@ -93,11 +95,12 @@ class ManagedProcess:
             os.killpg(self.process.pid, sig)
             self.process.wait(timeout=30)
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 15.0) -> None:
+        """SIGTERM (a worker's warm shutdown), then the whole group's SIGKILL after `timeout` s."""
         if self.process and self.process.poll() is None:
             self.process.terminate()
             try:
-                self.process.wait(timeout=15)
+                self.process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 self.kill_group()
 

@@ -1,9 +1,10 @@
-"""The two fake ESPs of the million-email day, each with a ledger the scenario can read back.
+"""The ESPs the benchmarks send to, each with a ledger the script reads back at the end.
 
-- primary: tests.fakes.FakeSendGrid (batch API, real v3 wire format) in its own process so it
-  does not share the scenario's GIL; commands (refuse for N seconds, stop) go through a queue
-  and its ledger comes back as a JSON-lines file of (our message id, accepted_at epoch).
-- secondary: Postfix's smtp-sink on 127.0.0.1 dumping one file per message (`-d`); the
+- FakeEspProcess: a fake HTTP ESP of tests/fakes (SendGrid or Mailgun, real wire format) in a
+  process of its own, so it does not share the script's GIL; commands (refuse for N seconds,
+  stop) go through a queue and its ledger comes back as a JSON-lines file of (our message id,
+  accepted_at epoch).
+- SmtpSink: Postfix's smtp-sink on 127.0.0.1 dumping one file per message (`-d`); the
   X-Notifier-Message-Id header identifies the message and the file's mtime is the acceptance.
 """
 
@@ -14,19 +15,24 @@ import multiprocessing as mp
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import time
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
+
+from tests.support.processes import ManagedProcess
 
 SMTP_SINK = "/usr/sbin/smtp-sink"
+T = TypeVar("T")
 MESSAGE_ID_HEADER = re.compile(rb"^X-Notifier-Message-Id:\s*(\S+)", re.MULTILINE | re.IGNORECASE)
 
 
-def _serve_sendgrid(ready: mp.Queue, commands: mp.Queue, out_path: str) -> None:
-    from tests.fakes import FakeSendGrid
+def _serve(provider: str, ready: mp.Queue, commands: mp.Queue, out_path: str) -> None:
+    from tests.fakes import FakeMailgun, FakeSendGrid
 
-    fake = FakeSendGrid(api_key=None).start()
+    fake = (FakeSendGrid if provider == "sendgrid" else FakeMailgun)(api_key=None).start()
     ready.put(fake.url)
     while True:
         command, arg = commands.get()
@@ -43,24 +49,29 @@ def _serve_sendgrid(ready: mp.Queue, commands: mp.Queue, out_path: str) -> None:
             return
 
 
-class PrimaryEsp:
-    """FakeSendGrid in a spawned process; `refuse(seconds)` and `stop_and_read()`."""
+class FakeEspProcess:
+    """A fake `provider` ("sendgrid" or "mailgun") in a spawned process; `refuse(seconds)` and
+    `stop_and_read()`."""
 
-    def __init__(self, out_path: Path) -> None:
+    def __init__(self, provider: str, out_path: Path) -> None:
         ctx = mp.get_context("spawn")
         self.out_path = out_path
         self._ready, self._commands = ctx.Queue(), ctx.Queue()
-        self.process = ctx.Process(target=_serve_sendgrid, daemon=True,
-                                   args=(self._ready, self._commands, str(out_path)))
+        self.process = ctx.Process(target=_serve, daemon=True,
+                                   args=(provider, self._ready, self._commands, str(out_path)))
         self.url = ""
 
-    def start(self) -> PrimaryEsp:
+    def start(self) -> FakeEspProcess:
         self.process.start()
         self.url = self._ready.get(timeout=60)
         return self
 
     def refuse(self, seconds: float) -> None:
         self._commands.put(("refuse", seconds))
+
+    def kill(self) -> None:
+        if self.process.pid is not None:
+            self.process.kill()
 
     def stop_and_read(self, timeout: float = 300) -> tuple[list[tuple[str, float]], dict]:
         if self.process.is_alive():
@@ -78,15 +89,34 @@ class PrimaryEsp:
         return entries, outcomes
 
 
-class SecondaryEsp:
+def through_fake_esp(provider: str, send: Callable[[str], T]) -> tuple[T, list[tuple[str, float]]]:
+    """`send(url)` against a FakeEspProcess of `provider`: what it returned, and the ESP's ledger
+    (which the ESP writes to a temporary file, gone afterwards)."""
+    with tempfile.TemporaryDirectory(prefix="bench-esp-") as tmp:
+        esp = FakeEspProcess(provider, Path(tmp) / "ledger.jsonl").start()
+        try:
+            result = send(esp.url)
+            entries, _ = esp.stop_and_read()
+        finally:
+            esp.kill()
+    return result, entries
+
+
+def ledger_counts(entries: list[tuple[str, float]]) -> tuple[int, int]:
+    """(distinct message ids, ids accepted more than once) of a ledger."""
+    per_id = Counter(message_id for message_id, _ in entries)
+    return len(per_id), sum(1 for n in per_id.values() if n > 1)
+
+
+class SmtpSink:
     """Postfix smtp-sink, one dump file per accepted message."""
 
-    def __init__(self, port: int, log_path: Path) -> None:
-        self.port, self.log_path = port, log_path
+    def __init__(self, port: int, logs: Path) -> None:
+        self.port, self.logs = port, logs
         self.dump_dir = Path("/nonexistent")
-        self.process: subprocess.Popen | None = None
+        self.server: ManagedProcess | None = None
 
-    def start(self) -> SecondaryEsp:
+    def start(self) -> SmtpSink:
         # smtp-sink drops to `nobody` after binding: the dump directory must be reachable by it
         # (pytest's tmp_path lives under a 0700 directory), so it goes under /tmp.
         self.dump_dir = Path(tempfile.mkdtemp(prefix="million-smtp-"))
@@ -94,18 +124,19 @@ class SecondaryEsp:
         argv = [SMTP_SINK, "-d", f"{self.dump_dir}/%H%M%S.", f"127.0.0.1:{self.port}", "1000"]
         if os.geteuid() == 0:
             argv[1:1] = ["-u", "nobody"]
-        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
-        self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                        start_new_session=True)
+        self.server = ManagedProcess("smtp-sink", argv, dict(os.environ), self.logs).start()
         time.sleep(0.3)
-        if self.process.poll() is not None:
-            raise RuntimeError(f"smtp-sink exited: {self.log_path.read_text()[-2000:]}")
+        if self.server.process.poll() is not None:
+            raise RuntimeError(f"smtp-sink exited: {self.server.log()[-2000:]}")
         return self
 
     def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(timeout=10)
+        if self.server is not None:
+            self.server.stop(timeout=10)
+
+    def kill(self) -> None:
+        if self.server is not None:
+            self.server.kill_group()
 
     def read(self) -> tuple[list[tuple[str, float]], int]:
         """(message id, mtime) per dump, and the count of dumps without our header; then the

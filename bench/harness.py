@@ -1,0 +1,142 @@
+"""What the benchmark scripts share: Django and the database/Redis they run against, the notifier
+processes they start, and how they compute and print figures.
+
+A script run as `python bench/<name>.py` has bench/ on sys.path, not the repository: it inserts
+the repository root itself (one line) before `from bench import harness`.
+
+Services are selected as for the app (notifier.settings): DATABASE_URL and REDIS_URL, else the
+embedded servers under var/, which must then be running (`make run` starts them).
+
+Processes are tests/support/processes.ManagedProcess, the tests' helper: one subprocess class
+for both (own session, log file, wait for a log line, stop or SIGKILL the group).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+import psutil
+import requests
+
+from tests.support.processes import ManagedProcess
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+LOG_DIR = ROOT / "bench" / "results"  # git-ignored
+
+
+def django_setup(*, own_redis_prefix: bool = False) -> None:
+    """Django on notifier.settings unless DJANGO_SETTINGS_MODULE names other settings.
+
+    `own_redis_prefix`: Redis keys under a prefix of this run (unless NOTIFIER_REDIS_PREFIX is
+    set), so rate limits, breakers and leases start empty and a live app on the same Redis does
+    not see them.
+    """
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifier.settings")
+    if own_redis_prefix:
+        os.environ.setdefault("NOTIFIER_REDIS_PREFIX", f"bench-{uuid.uuid4().hex[:8]}")
+    import django
+
+    django.setup()
+
+
+def ensure_database() -> None:
+    """Create the PostgreSQL database DATABASE_URL names if it is missing (not migrated)."""
+    import environ
+    import psycopg2
+
+    cfg = environ.Env.db_url_config(os.environ.get("DATABASE_URL", ""))
+    if "postgresql" not in cfg.get("ENGINE", ""):
+        return
+    conn = psycopg2.connect(dbname="postgres", user=cfg["USER"] or None, host=cfg["HOST"],
+                            port=cfg["PORT"] or 5432, password=cfg["PASSWORD"] or None)
+    conn.autocommit = True
+    with conn.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", [cfg["NAME"]])
+        if not cursor.fetchone():
+            cursor.execute(f'CREATE DATABASE "{cfg["NAME"]}"')
+    conn.close()
+
+
+def manage(*args: str, env: dict[str, str] | None = None, check: bool = True,
+           timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+    """`python manage.py <args>` in the repository, output captured."""
+    return subprocess.run([PY, "manage.py", *args], cwd=ROOT, env=env, check=check,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+# --- processes ----------------------------------------------------------------------------------
+
+
+def process_env(**extra: str) -> dict[str, str]:
+    """This process's environment (the same database and Redis) for the processes a script
+    starts, without Celery task events (nothing reads them here) unless NOTIFIER_TASK_EVENTS says."""
+    return {"NOTIFIER_TASK_EVENTS": "false", **os.environ, **extra}
+
+
+def log_dir(path: Path) -> Path:
+    """`path`, created, without the logs of an earlier run: readiness is read from the logs and
+    ManagedProcess appends (a restarted process keeps its log)."""
+    path.mkdir(parents=True, exist_ok=True)
+    for stale in path.glob("*.log"):
+        stale.unlink()
+    return path
+
+
+def web(env: dict[str, str], logs: Path, port: int, workers: int = 2) -> ManagedProcess:
+    """The Procfile's web process: gunicorn, `workers` x 4 threads. No control socket: its
+    default path is one per user, shared with every other gunicorn on the machine."""
+    argv = [PY, "-m", "gunicorn", "notifier.wsgi", "--bind", f"127.0.0.1:{port}", "--workers",
+            str(workers), "--threads", "4", "--no-control-socket"]
+    return ManagedProcess("web", argv, env, logs)
+
+
+def worker(role: str, env: dict[str, str], logs: Path) -> ManagedProcess:
+    """The Celery pool of one role (core.worker: critical, high, normal, low, ops)."""
+    return ManagedProcess(f"worker-{role}", [PY, "-m", "core.worker", role], env, logs)
+
+
+def scheduler(env: dict[str, str], logs: Path, interval: float | None = None) -> ManagedProcess:
+    """`manage.py run_scheduler`, its own tick unless `interval` (seconds) is given."""
+    argv = [PY, "manage.py", "run_scheduler"]
+    if interval is not None:
+        argv += ["--interval", str(interval)]
+    return ManagedProcess("scheduler", argv, env, logs)
+
+
+def wait_http(url: str, timeout: float = 30.0) -> None:
+    """Until `url` answers (any status). Gunicorn accepts connections before its workers have
+    imported Django: a read timeout means "not yet", like a refused connection."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            requests.get(url, timeout=5)
+            return
+        except requests.RequestException:
+            time.sleep(0.2)
+    raise SystemExit(f"web server did not start: {url}")
+
+
+def process_tree(process: ManagedProcess) -> list[psutil.Process]:
+    """The process and all its descendants (pool children), for RSS and CPU time (psutil reads
+    /proc); empty once it has exited."""
+    try:
+        return [psutil.Process(process.process.pid), *process.children()]
+    except psutil.NoSuchProcess:
+        return []
+
+
+# --- figures ------------------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The value at rank int(q * n) of the sorted values (the largest for q close to 1)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+

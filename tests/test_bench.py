@@ -1,0 +1,73 @@
+"""What the benchmark scripts share (bench/harness.py, bench/esps.py): a figure
+printed by a script is only as good as these."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from bench import harness
+from bench.esps import FakeEspProcess, ledger_counts
+from delivery.providers.base import Outcome, OutgoingEmail
+from delivery.providers.http import HttpSettings
+from delivery.providers.sendgrid import SendGridProvider
+
+
+class _SlowFirstAnswer(BaseHTTPRequestHandler):
+    """Like gunicorn while its workers import Django: the connection is accepted, the first
+    request answered only after the client's read timeout."""
+
+    requests_seen = 0
+
+    def do_GET(self) -> None:
+        type(self).requests_seen += 1
+        if type(self).requests_seen == 1:
+            time.sleep(6)
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def slow_server() -> Iterator[ThreadingHTTPServer]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowFirstAnswer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def test_wait_http_waits_through_a_read_timeout(slow_server):
+    harness.wait_http(f"http://127.0.0.1:{slow_server.server_port}/healthz", timeout=30)
+    assert _SlowFirstAnswer.requests_seen == 2
+
+
+def test_percentile_is_the_value_at_rank_q_n():
+    values = [5.0, 1.0, 4.0, 2.0, 3.0]
+    assert [harness.percentile(values, q) for q in (0.0, 0.5, 0.99, 1.0)] == [1.0, 3.0, 5.0, 5.0]
+
+
+def _email(message_id: int) -> OutgoingEmail:
+    return OutgoingEmail(message_id=message_id, recipient=f"r{message_id}@example.com",
+                         from_email="news@example.org", subject="s", text="t", html="<p>t</p>")
+
+
+def test_fake_esp_process_returns_its_ledger(tmp_path):
+    esp = FakeEspProcess("sendgrid", tmp_path / "ledger.jsonl").start()
+    try:
+        provider = SendGridProvider(HttpSettings(api_key="k", base_url=esp.url))
+        results = provider.send_batch([_email(1), _email(2)]) + provider.send_batch([_email(2)])
+        entries, outcomes = esp.stop_and_read()
+    finally:
+        esp.kill()
+    assert {r.outcome for r in results} == {Outcome.ACCEPTED}
+    assert sorted(message_id for message_id, _ in entries) == ["1", "2", "2"]
+    assert ledger_counts(entries) == (2, 1)
+    assert outcomes == {"accepted": 2}
+
