@@ -12,41 +12,23 @@ Setup (not timed): COUNT contacts over ZONES IANA timezones. Everything is delet
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 import zoneinfo
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifier.settings")
 
-import django
+from bench import harness
 
-django.setup()
-
-from django.db import connection  # noqa: E402
+harness.django_setup()
 
 from audience.models import Contact  # noqa: E402
+from bench.rows import contacts_insert, due_set_remove  # noqa: E402
 from campaigns.models import Campaign  # noqa: E402
 from campaigns.services.fanout import campaign_fanout  # noqa: E402
-from core.redis_client import get_redis  # noqa: E402
 from delivery.models import EmailMessage  # noqa: E402
-from scheduling.services import due  # noqa: E402
 from templates.services import template_create  # noqa: E402
-
-CONTACTS = Contact._meta.db_table
-
-
-def _contacts(count: int, zones: list[str], tag: str) -> None:
-    sql = (
-        f"INSERT INTO {CONTACTS} (email, name, timezone, locale, attributes, subscribed, created_at, "
-        "updated_at) SELECT %s || g || '@example.com', '', (%s::text[])[1 + g %% %s], '', "
-        "jsonb_build_object('bench', %s), true, now(), now() FROM generate_series(1, %s) g"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [f"cs{tag}-", zones, len(zones), tag, count])
-        cursor.execute(f"ANALYZE {CONTACTS}")
 
 
 def main() -> None:
@@ -57,7 +39,7 @@ def main() -> None:
     args = parser.parse_args()
     zones = sorted(zoneinfo.available_timezones())[: args.zones]
     tag = str(int(time.time()))
-    _contacts(args.count, zones, tag)
+    contacts_insert(args.count, zones, f"cs{tag}-", {"bench": tag})
     version = template_create(name=f"bench-cs-{tag}", subject="s", html_body="<p>b</p>")
     schedule = {"type": args.type, "timezone": "UTC"}
     if args.type == "local_time":
@@ -75,8 +57,7 @@ def main() -> None:
               f"= {rows / seconds:,.0f} rows/s, {len(zones)} zones, due set +{rows}")
     finally:
         ids = list(EmailMessage.objects.filter(campaign=campaign).values_list("id", flat=True))
-        for start in range(0, len(ids), 50_000):
-            get_redis().zrem(due.due_key(), *ids[start:start + 50_000])
+        due_set_remove(ids)
         EmailMessage.objects.filter(campaign=campaign).delete()
         Campaign.objects.filter(pk=campaign.pk).delete()
         Contact.objects.filter(email__startswith=f"cs{tag}-").delete()

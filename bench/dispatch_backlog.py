@@ -11,45 +11,23 @@ and the published tasks are deleted afterwards. Use a scratch database: it write
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifier.settings")
 
-import django
+from bench import harness
 
-django.setup()
+harness.django_setup()
 
 from django.db import connection  # noqa: E402
 
-from core.priorities import SEND_QUEUES, Priority  # noqa: E402
+from bench.rows import MESSAGES, scheduled_messages_insert, send_queues_clear  # noqa: E402
+from core.priorities import Priority  # noqa: E402
 from core.redis_client import get_redis  # noqa: E402
-from delivery.models import EmailMessage  # noqa: E402
 from scheduling.services import due  # noqa: E402
 from scheduling.services.dispatcher import due_drain  # noqa: E402
-from templates.services import template_create  # noqa: E402
-
-TABLE = EmailMessage._meta.db_table
-
-
-def _insert(count: int, priority: int, tag: str) -> tuple[int, int]:
-    version = template_create(name=f"bench-{tag}", subject="s", html_body="<p>b</p>")
-    sql = (
-        f"INSERT INTO {TABLE} (recipient, context, template_version_id, priority, status, provider, "
-        "provider_message_id, attempts, idempotency_key, claim_token, error, created_at, "
-        "scheduled_for, cancel_key) SELECT 'u' || g || '@example.com', '{}'::jsonb, %s, %s, "
-        "'SCHEDULED', '', '', 0, %s || ':' || g, '', '', now(), now() - interval '1 second', '' "
-        "FROM generate_series(1, %s) g"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [version.id, priority, f"bench:{tag}", count])
-        cursor.execute(f"ANALYZE {TABLE}")  # as autovacuum would after a bulk insert
-        cursor.execute(f"SELECT min(id), max(id) FROM {TABLE} WHERE idempotency_key LIKE %s",
-                       [f"bench:{tag}:%"])
-        return cursor.fetchone()
 
 
 def _zadd(low: int, high: int) -> None:
@@ -61,11 +39,8 @@ def _zadd(low: int, high: int) -> None:
 
 def _cleanup(low: int, high: int) -> None:
     with connection.cursor() as cursor:
-        cursor.execute(f"DELETE FROM {TABLE} WHERE id BETWEEN %s AND %s", [low, high])
-    redis = get_redis()
-    for queue in SEND_QUEUES:
-        for key in redis.scan_iter(match=f"{queue}*"):
-            redis.delete(key)
+        cursor.execute(f"DELETE FROM {MESSAGES} WHERE id BETWEEN %s AND %s", [low, high])
+    send_queues_clear()
 
 
 def main() -> None:
@@ -76,7 +51,9 @@ def main() -> None:
     args = parser.parse_args()
     tag = str(int(time.time()))
     t0 = time.perf_counter()
-    low, high = _insert(args.count, int(Priority.from_label(args.priority)), tag)
+    low, high = scheduled_messages_insert(
+        args.count, priority=int(Priority.from_label(args.priority)), key_prefix=f"bench:{tag}",
+        due_sql="now() - interval '1 second'")
     t1 = time.perf_counter()
     _zadd(low, high)
     t2 = time.perf_counter()

@@ -12,7 +12,6 @@ chunks). Everything is deleted afterwards (scratch database).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 import zoneinfo
@@ -20,37 +19,18 @@ from datetime import time as wall_time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifier.settings")
 
-import django
+from bench import harness
 
-django.setup()
+harness.django_setup()
 
 from django.db import connection, transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from audience.models import Contact  # noqa: E402
-from core.redis_client import get_redis  # noqa: E402
-from delivery.models import EmailMessage  # noqa: E402
+from bench.rows import CONTACTS, MESSAGES, contacts_insert, due_set_remove  # noqa: E402
 from scheduling import timing  # noqa: E402
 from scheduling.services import due  # noqa: E402
 from templates.services import template_create  # noqa: E402
-
-MESSAGES = EmailMessage._meta.db_table
-CONTACTS = Contact._meta.db_table
-
-
-def _contacts(count: int, zones: list[str], tag: str) -> tuple[int, int]:
-    sql = (
-        f"INSERT INTO {CONTACTS} (email, name, timezone, locale, attributes, subscribed, created_at, "
-        "updated_at) SELECT %s || g || '@example.com', '', (%s::text[])[1 + g %% %s], '', '{}'::jsonb, "
-        "true, now(), now() FROM generate_series(1, %s) g"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [f"lt{tag}-", zones, len(zones), count])
-        cursor.execute(f"ANALYZE {CONTACTS}")
-        cursor.execute(f"SELECT min(id), max(id) FROM {CONTACTS} WHERE email LIKE %s", [f"lt{tag}-%"])
-        return cursor.fetchone()
 
 
 def _insert_messages(low: int, high: int, version_id: int, tag: str, now) -> dict[str, float]:
@@ -94,8 +74,7 @@ def _cleanup(low: int, high: int, tag: str) -> None:
         ids = [row[0] for row in cursor.fetchall()]
         cursor.execute(f"DELETE FROM {MESSAGES} WHERE idempotency_key LIKE %s", [f"lt:{tag}:%"])
         cursor.execute(f"DELETE FROM {CONTACTS} WHERE id BETWEEN %s AND %s", [low, high])
-    for start in range(0, len(ids), 50_000):
-        get_redis().zrem(due.due_key(), *ids[start:start + 50_000])
+    due_set_remove(ids)
 
 
 def main() -> None:
@@ -105,7 +84,7 @@ def main() -> None:
     args = parser.parse_args()
     zones = sorted(zoneinfo.available_timezones())[: args.zones]
     tag = str(int(time.time()))
-    low, high = _contacts(args.count, zones, tag)
+    low, high = contacts_insert(args.count, zones, f"lt{tag}-", {})
     version = template_create(name=f"bench-lt-{tag}", subject="s", html_body="<p>b</p>")
     try:
         marks = _insert_messages(low, high, version.id, tag, timezone.now())

@@ -1,17 +1,23 @@
-"""What the benchmark scripts share (bench/harness.py, bench/esps.py): a figure
+"""What the benchmark scripts share (bench/harness.py, bench/esps.py, bench/rows.py): a figure
 printed by a script is only as good as these."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from django.utils import timezone
 
+from audience.models import Contact
 from bench import harness
 from bench.esps import FakeEspProcess, ledger_counts
+from bench.rows import contacts_insert, scheduled_messages_insert
+from delivery.models import EmailMessage
 from delivery.providers.base import Outcome, OutgoingEmail
 from delivery.providers.http import HttpSettings
 from delivery.providers.sendgrid import SendGridProvider
@@ -71,3 +77,20 @@ def test_fake_esp_process_returns_its_ledger(tmp_path):
     assert ledger_counts(entries) == (2, 1)
     assert outcomes == {"accepted": 2}
 
+
+def test_scheduled_messages_insert_writes_due_rows(db):
+    low, high = scheduled_messages_insert(3, priority=1, key_prefix="t:1",
+                                          due_sql="now() + (g * %s) * interval '1 second'", due_params=[10])
+    rows = list(EmailMessage.objects.filter(id__range=(low, high)).order_by("id"))
+    assert [(r.recipient, r.idempotency_key, r.status, r.priority) for r in rows] == [
+        (f"u{n}@example.com", f"t:1:{n}", "SCHEDULED", 1) for n in (1, 2, 3)]
+    gaps = [(b.scheduled_for - a.scheduled_for) for a, b in itertools.pairwise(rows)]
+    assert gaps == [timedelta(seconds=10)] * 2 and rows[0].scheduled_for > timezone.now()
+
+
+def test_contacts_insert_spreads_zones_and_sets_attributes(db):
+    low, high = contacts_insert(4, ["UTC", "Asia/Tokyo"], "ci-", {"bench": "7"})
+    contacts = list(Contact.objects.filter(id__range=(low, high)).order_by("id"))
+    assert [(c.email, c.timezone, c.attributes) for c in contacts] == [
+        ("ci-1@example.com", "Asia/Tokyo", {"bench": "7"}), ("ci-2@example.com", "UTC", {"bench": "7"}),
+        ("ci-3@example.com", "Asia/Tokyo", {"bench": "7"}), ("ci-4@example.com", "UTC", {"bench": "7"})]
