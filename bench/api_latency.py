@@ -10,54 +10,26 @@ sent (no worker runs): this measures the accept path (auth, validation, insert, 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import requests
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-
-def _manage(*args: str) -> str:
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=BASE_DIR, check=True,
-                          capture_output=True, text=True).stdout
-
-
-def _ensure_database() -> None:
-    """Create the benchmark's PostgreSQL database if DATABASE_URL names a missing one."""
-    import environ
-    import psycopg2
-
-    cfg = environ.Env.db_url_config(os.environ.get("DATABASE_URL", ""))
-    if "postgresql" not in cfg.get("ENGINE", ""):
-        return
-    conn = psycopg2.connect(dbname="postgres", user=cfg["USER"] or None, host=cfg["HOST"],
-                            port=cfg["PORT"] or 5432, password=cfg["PASSWORD"] or None)
-    conn.autocommit = True
-    with conn.cursor() as cursor:
-        cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", [cfg["NAME"]])
-        if not cursor.fetchone():
-            cursor.execute(f'CREATE DATABASE "{cfg["NAME"]}"')
-    conn.close()
+from bench import harness
 
 
 def _prepare() -> str:
-    _ensure_database()
-    _manage("migrate", "--noinput")
-    _manage("shell", "-c", "from templates.models import Template;"
-            "from templates.services import template_create;"
-            "Template.objects.filter(name='bench-otp').exists() or template_create("
-            "name='bench-otp', subject='Code {{ code }}', html_body='<p>{{ code }}</p>')")
-    return _manage("create_api_key", "bench").strip().splitlines()[-1]
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+    harness.ensure_database()
+    harness.manage("migrate", "--noinput")
+    harness.manage("shell", "-c", "from templates.models import Template;"
+                   "from templates.services import template_create;"
+                   "Template.objects.filter(name='bench-otp').exists() or template_create("
+                   "name='bench-otp', subject='Code {{ code }}', html_body='<p>{{ code }}</p>')")
+    return harness.manage("create_api_key", "bench").stdout.strip().splitlines()[-1]
 
 
 def _run(url: str, key: str, count: int) -> dict[str, float]:
@@ -71,8 +43,8 @@ def _run(url: str, key: str, count: int) -> dict[str, float]:
         response = session.post(url, json=body, timeout=10)
         latencies.append((time.perf_counter() - started) * 1000)
         assert response.status_code == 202, response.text
-    return {"p50": _percentile(latencies, 0.5), "p95": _percentile(latencies, 0.95),
-            "p99": _percentile(latencies, 0.99), "max": max(latencies)}
+    return {"p50": harness.percentile(latencies, 0.5), "p95": harness.percentile(latencies, 0.95),
+            "p99": harness.percentile(latencies, 0.99), "max": max(latencies)}
 
 
 def main() -> None:
@@ -81,28 +53,20 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--port", type=int, default=8765)
     args = parser.parse_args()
-    os.environ.setdefault("NOTIFIER_TASK_EVENTS", "false")
     key = _prepare()
-    web = subprocess.Popen([sys.executable, "-m", "gunicorn", "notifier.wsgi", "--bind",
-                            f"127.0.0.1:{args.port}", "--workers", "2", "--threads", "4"],
-                           cwd=BASE_DIR, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    web = harness.web(harness.process_env(), harness.log_dir(harness.LOG_DIR / "api_latency"), args.port)
+    web.start()
     try:
         url = f"http://127.0.0.1:{args.port}/api/v1/messages"
-        for _ in range(100):
-            try:
-                requests.get(f"http://127.0.0.1:{args.port}/healthz", timeout=1)
-                break
-            except requests.ConnectionError:
-                time.sleep(0.1)
+        harness.wait_http(f"http://127.0.0.1:{args.port}/healthz")
         runs = [_run(url, key, args.requests) for _ in range(args.runs)]
         for i, run in enumerate(runs, 1):
             print(f"run {i}: " + "  ".join(f"{k}={v:.1f}ms" for k, v in run.items()))
         print("median: " + "  ".join(
             f"{k}={statistics.median(r[k] for r in runs):.1f}ms" for k in runs[0]))
     finally:
-        web.terminate()
-        web.wait(timeout=10)
-        _manage("shell", "-c", "from notifier.celery import app; app.control.purge()")
+        web.stop(timeout=10)
+        harness.manage("shell", "-c", "from notifier.celery import app; app.control.purge()")
 
 
 if __name__ == "__main__":

@@ -6,16 +6,16 @@ one process (each API request makes one such call).
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 import uuid
+from pathlib import Path
 
-import django
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifier.settings")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-django.setup()
+from bench import harness
+
+harness.django_setup()
 
 from clients.rates import parse_rate  # noqa: E402
 from clients.throttling import rate_limit_hit  # noqa: E402

@@ -10,23 +10,21 @@ worker first: the script purges the maintenance queue and deletes its campaigns 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifier.settings")
+
+from bench import harness
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=200)
     args = parser.parse_args()
-    import django
-
-    django.setup()
+    harness.django_setup()
     from rest_framework.test import APIClient
 
     from audience.models import Contact, Segment

@@ -11,14 +11,14 @@ purges the send queue it filled. Stop send workers first, or they will start sen
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifier.settings")
+
+from bench import harness
 
 
 def make_csv(path: str, n: int) -> None:
@@ -39,9 +39,7 @@ def main() -> None:
     if args.make_csv:
         make_csv(args.make_csv, 1_000_000)
         return
-    import django
-
-    django.setup()
+    harness.django_setup()
     from django.db import connection
 
     from audience.models import Contact

@@ -12,13 +12,13 @@ the end-to-end time (launch to last send) and the worker pool's size.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifier.settings")
+
+from bench import harness
 
 
 def main() -> None:
@@ -27,9 +27,7 @@ def main() -> None:
     parser.add_argument("--priority", default="low")
     parser.add_argument("--timeout", type=float, default=1800)
     args = parser.parse_args()
-    import django
-
-    django.setup()
+    harness.django_setup()
     from campaigns.management.commands.send_demo_campaign import _demo_list, _demo_template
     from campaigns.models import Campaign
     from campaigns.selectors import campaign_counters

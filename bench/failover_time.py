@@ -15,19 +15,17 @@ breaker to close (the primary accepts again). Prints p50/p99/max and lost/duplic
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import threading
 import time
 import uuid
+from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifier.settings")
-os.environ.setdefault("NOTIFIER_REDIS_PREFIX", f"bench-{uuid.uuid4().hex[:8]}")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import django
+from bench import harness
 
-django.setup()
+harness.django_setup(own_redis_prefix=True)
 
 from django.conf import settings  # noqa: E402
 
@@ -36,7 +34,7 @@ from delivery.services.dispatch import messages_enqueue  # noqa: E402
 from notifier.celery import app as celery_app  # noqa: E402
 from templates.services import template_create  # noqa: E402
 from tests.fakes import FakeMailgun, FakeSendGrid  # noqa: E402
-from tests.support.processes import ManagedProcess, subprocess_env  # noqa: E402
+from tests.support.processes import subprocess_env  # noqa: E402
 
 
 def _produce(stop: threading.Event, version, ids: list[int]) -> None:
@@ -84,8 +82,7 @@ def main() -> None:
             NOTIFIER_WORKER_P0_CONCURRENCY="4", NOTIFIER_BREAKER_COOLDOWN_SECONDS="1",
             NOTIFIER_REDIS_PREFIX=settings.REDIS_KEY_PREFIX,
         )
-        worker = ManagedProcess("bench-worker", [sys.executable, "-m", "core.worker", "critical"],
-                                env, settings.VAR_DIR).start()
+        worker = harness.worker("critical", env, harness.log_dir(harness.LOG_DIR / "failover_time")).start()
         stop, ids = threading.Event(), []
         delays: list[float] = []
         try:
@@ -112,10 +109,10 @@ def main() -> None:
             for entry in fake.ledger.entries():
                 seen[entry.message_id] = seen.get(entry.message_id, 0) + 1
     delays.sort()
-    p = lambda q: delays[min(len(delays) - 1, int(q * len(delays)))]  # noqa: E731
     missing = [i for i in ids if str(i) not in seen]
     held = EmailMessage.objects.filter(id__in=missing, status="AMBIGUOUS").count()
-    print(f"trials={len(delays)} p50={p(0.5):.3f}s p99={p(0.99):.3f}s max={delays[-1]:.3f}s")
+    print(f"trials={len(delays)} p50={harness.percentile(delays, 0.5):.3f}s "
+          f"p99={harness.percentile(delays, 0.99):.3f}s max={delays[-1]:.3f}s")
     # A request in flight on a kept-alive connection when the primary goes down gets its
     # connection closed without an answer: AMBIGUOUS, held for reconciliation, not resent.
     print(f"messages={len(ids)} lost={len(missing) - held} held_ambiguous={held} "

@@ -13,14 +13,14 @@ Scratch tables and the campaign row are dropped at the end.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifier.settings")
+
+from bench import harness
 
 # Index sets as they stand on PostgreSQL: before decision 27 (migrations 0001-0004) and after.
 OLD = [
@@ -68,9 +68,7 @@ def main() -> None:
     parser.add_argument("--no-fk", action="store_true", help="scratch tables without foreign keys")
     parser.add_argument("--same-fks", action="store_true", help="new table keeps the old foreign keys")
     args = parser.parse_args()
-    import django
-
-    django.setup()
+    harness.django_setup()
     from django.db import connection, transaction
 
     from campaigns.models import Campaign

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import os
 import pstats
 import sys
 import time
@@ -23,7 +22,8 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifier.settings")
+
+from bench import harness
 
 
 def main() -> None:
@@ -32,9 +32,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
-    import django
-
-    django.setup()
+    harness.django_setup()
     from django.db import connection
 
     from audience.models import Contact

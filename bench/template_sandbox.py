@@ -10,15 +10,15 @@ derivation are the same in both and excluded), and the overhead.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
+from pathlib import Path
 
-import django
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifier.settings")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-django.setup()
+from bench import harness
+
+harness.django_setup()
 
 import jinja2  # noqa: E402
 from jinja2.sandbox import SandboxedEnvironment  # noqa: E402

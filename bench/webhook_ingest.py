@@ -15,10 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -26,32 +23,25 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-BASE_DIR = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(BASE_DIR))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifier.settings")
+import requests
 
-import django  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-django.setup()
+from bench import harness
 
-import requests  # noqa: E402
+harness.django_setup()
 
 from campaigns.models import Campaign  # noqa: E402
 from delivery.models import EmailMessage  # noqa: E402
 from feedback.models import WebhookDelivery  # noqa: E402
 from templates.services import template_create  # noqa: E402
 from tests.feedback.signing import SendGridTestSigner, mailgun_body  # noqa: E402
+from tests.support.ports import free_port  # noqa: E402
 
 KINDS = ("delivered", "open", "click", "bounce", "unsubscribe")
 WEIGHTS = (0.55, 0.25, 0.12, 0.05, 0.03)
 MG_KINDS = {"delivered": "delivered", "open": "opened", "click": "clicked", "bounce": "failed",
             "unsubscribe": "unsubscribed"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def make_messages(count: int) -> tuple[Campaign, list[tuple[int, str]]]:
@@ -97,22 +87,6 @@ def mailgun_bodies(messages, events: int, key: str) -> list[tuple[bytes, dict[st
     return bodies
 
 
-def start(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
-    return subprocess.Popen(argv, cwd=BASE_DIR, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
-
-
-def wait_http(url: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            requests.get(url, timeout=5)
-            return
-        except requests.RequestException:
-            time.sleep(0.2)
-    raise SystemExit(f"web server did not start: {url}")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--events", type=int, default=100_000)
@@ -130,17 +104,15 @@ def main() -> None:
     else:
         bodies = mailgun_bodies(messages, args.events, mg_key)
     port = free_port()
-    env = {**os.environ, "FEEDBACK_SENDGRID_PUBLIC_KEY": signer.public_key_b64,
-           "FEEDBACK_MAILGUN_SIGNING_KEY": mg_key, "NOTIFIER_TASK_EVENTS": "false",
-           "NOTIFIER_LOG_LEVEL": "WARNING", "NOTIFIER_WORKER_OPS_CONCURRENCY": str(args.workers)}
-    logs = BASE_DIR / "bench" / "results"
-    logs.mkdir(exist_ok=True)
-    web = start([sys.executable, "-m", "gunicorn", "notifier.wsgi", "--bind", f"127.0.0.1:{port}",
-                 "--workers", "2", "--threads", "4", "--no-control-socket"], env, logs / "web.log")
-    worker = start([sys.executable, "-m", "core.worker", "ops"], env, logs / "worker-ops.log")
+    env = harness.process_env(
+        FEEDBACK_SENDGRID_PUBLIC_KEY=signer.public_key_b64, FEEDBACK_MAILGUN_SIGNING_KEY=mg_key,
+        NOTIFIER_TASK_EVENTS="false", NOTIFIER_LOG_LEVEL="WARNING",
+        NOTIFIER_WORKER_OPS_CONCURRENCY=str(args.workers))
+    logs = harness.log_dir(harness.LOG_DIR / "webhook_ingest")
+    web, worker = harness.web(env, logs, port).start(), harness.worker("ops", env, logs).start()
     try:
-        wait_http(f"http://127.0.0.1:{port}/healthz")
-        time.sleep(3)  # worker boot
+        harness.wait_http(f"http://127.0.0.1:{port}/healthz")
+        time.sleep(3)  # worker boot ("ready." is an INFO line: not logged at WARNING)
         first_id = (WebhookDelivery.objects.order_by("-id").values_list("id", flat=True).first() or 0)
         url = f"http://127.0.0.1:{port}/webhooks/{args.provider}/"
         local = threading.local()  # one keep-alive session per client thread
@@ -167,8 +139,7 @@ def main() -> None:
         total = time.monotonic() - started
     finally:
         for process in (web, worker):
-            process.terminate()
-            process.wait(timeout=30)
+            process.stop(timeout=30)
     print(f"provider={args.provider} events={args.events} requests={len(bodies)} clients={args.clients}")
     print(f"ingest (verify + store, 2xx): {ingested:.2f} s = {args.events / ingested:,.0f} events/s")
     print(f"end to end (+ process):       {total:.2f} s = {args.events / total:,.0f} events/s")
