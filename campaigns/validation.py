@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 
+from django.utils import timezone
 from rest_framework import serializers
 
 from audience.models import ContactList, Segment
 from audience.segments import SegmentError, segment_compile
 from audience.validation import inline_contacts_clean
+from campaigns.campaign_schedule import campaign_schedule_clean
 from core.priorities import Priority
 from templates.services import template_version_get_current
 
@@ -35,12 +37,7 @@ class CampaignDefinitionSerializer(serializers.Serializer):
         return version
 
     def validate_schedule(self, value: dict) -> dict:
-        from django.utils import timezone
-
-        from campaigns.campaign_schedule import campaign_schedule_clean
-
-        clean = campaign_schedule_clean(value, now=timezone.now())
-        return clean
+        return campaign_schedule_clean(value, now=timezone.now())
 
     def validate_metadata(self, value: dict) -> dict:
         if len(json.dumps(value, default=str)) > MAX_METADATA_BYTES:

@@ -34,6 +34,7 @@ from campaigns.audience import (
     inline_contacts_upsert,
 )
 from campaigns.campaign_schedule import campaign_schedule_compiled
+from campaigns.jobs import campaign_progress_check_later
 from campaigns.models import Campaign
 from campaigns.schedule_sql import schedule_expr_params, schedule_sql
 from campaigns.services.scheduled import campaign_schedule_record_update, campaign_scheduled_restore
@@ -312,8 +313,6 @@ def _finish(campaign_id: int) -> None:
             [campaign_id, campaign_id],
         )
     campaign_schedule_record_update(campaign_id=campaign_id)
-    from campaigns.tasks import campaign_progress_check_later
-
     transaction.on_commit(lambda: campaign_progress_check_later(campaign_id))
 
 

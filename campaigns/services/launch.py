@@ -16,6 +16,7 @@ from rest_framework import serializers
 
 from campaigns.audience import audience_is_empty
 from campaigns.campaign_schedule import ONE_OFF, audience_timezone_check, fallback_zone
+from campaigns.jobs import campaign_fanout_enqueue
 from campaigns.models import Campaign
 from campaigns.validation import CampaignDefinitionSerializer
 from clients.models import ApiClient
@@ -86,8 +87,6 @@ def campaign_launch_detailed(*, definition: dict, client_id: int | None) -> Camp
             )
             if scheduled:
                 _one_off_record(campaign)
-            from campaigns.tasks import campaign_fanout_enqueue
-
             transaction.on_commit(lambda: campaign_fanout_enqueue(campaign.pk))
     except IntegrityError:
         # The same caller label won a concurrent insert.

@@ -21,7 +21,14 @@ from collections.abc import Callable
 from django.db import transaction
 from django.utils import timezone
 
+from campaigns.jobs import campaign_cancel_rows_enqueue, campaign_fanout_enqueue
 from campaigns.models import Campaign
+from campaigns.services.fanout import campaign_lock, campaign_unlock
+from campaigns.services.scheduled import (
+    campaign_has_due_rows,
+    campaign_schedule_records_close,
+    campaign_schedule_records_set,
+)
 from delivery.models import EmailMessage
 from delivery.services import ledger
 
@@ -59,16 +66,12 @@ def campaign_pause(*, campaign_id: int) -> Campaign:
         status=CS.PAUSED, resume_status=back_to,
     )
     ledger.campaign_unstarted_claims_set(campaign_id=campaign_id, status=MS.QUEUED)
-    from campaigns.services.scheduled import campaign_schedule_records_set
-
     campaign_schedule_records_set(campaign_id=campaign_id, old="active", new="paused")
     return campaign
 
 
 @transaction.atomic
 def campaign_resume(*, campaign_id: int) -> Campaign:
-    from campaigns.services.scheduled import campaign_has_due_rows, campaign_schedule_records_set
-
     current = Campaign.objects.select_for_update().get(pk=campaign_id)
     back_to = current.resume_status or CS.QUEUED
     if back_to == CS.SCHEDULED and campaign_has_due_rows(campaign_id=campaign_id):
@@ -78,8 +81,6 @@ def campaign_resume(*, campaign_id: int) -> Campaign:
     campaign = _transition(campaign_id, "resume", [CS.PAUSED], status=back_to, resume_status="")
     campaign_schedule_records_set(campaign_id=campaign_id, old="paused", new="active")
     if campaign.status == CS.QUEUED or not campaign.fanout_done:
-        from campaigns.tasks import campaign_fanout_enqueue
-
         transaction.on_commit(lambda: campaign_fanout_enqueue(campaign_id))
     return campaign
 
@@ -93,15 +94,11 @@ def campaign_cancel_if_open(campaign_id: int) -> None:
 
 @transaction.atomic
 def campaign_cancel(*, campaign_id: int) -> Campaign:
-    from campaigns.services.scheduled import campaign_schedule_records_close
-
     campaign = _transition(campaign_id, "cancel", ACTIVE, status=CS.CANCELLED, completed_at=timezone.now())
     ledger.campaign_unstarted_claims_set(campaign_id=campaign_id, status=MS.CANCELLED)
     # SCHEDULED rows are cancelled by campaign_rows_cancel below; their due-set entries are then
     # dropped by the dispatcher's guarded UPDATE (it moves only SCHEDULED rows).
     campaign_schedule_records_close(campaign_id=campaign_id, status="cancelled")
-    from campaigns.tasks import campaign_cancel_rows_enqueue
-
     transaction.on_commit(lambda: campaign_cancel_rows_enqueue(campaign_id))
     return campaign
 
@@ -147,8 +144,6 @@ def campaign_pause_for(campaign_id: int, reason: str) -> None:
 
 def campaign_rows_cancel(*, campaign_id: int) -> int:
     """Mark every unsent row CANCELLED, in chunks so no statement locks a million rows."""
-    from campaigns.services.fanout import campaign_lock, campaign_unlock
-
     total = 0
     # Wait for a running fan-out to notice the cancel and stop (it checks every chunk),
     # so no chunk it writes afterwards is left QUEUED.

@@ -22,7 +22,9 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from campaigns.jobs import campaign_fanout_enqueue
 from campaigns.models import Campaign
+from campaigns.services.progress import campaign_stalled_republish
 from core.redis_client import get_redis, redis_key
 
 logger = logging.getLogger(__name__)
@@ -33,8 +35,6 @@ KEY_TTL_SECONDS = 3600
 
 def campaigns_lost_fanout_republish(*, now: float | None = None) -> list[int]:
     """Publish the fan-out again for campaigns with no fan-out progress; returns their ids."""
-    from campaigns.tasks import campaign_fanout_enqueue
-
     now = time.time() if now is None else now
     stall = settings.NOTIFIER_CAMPAIGN_FANOUT_STALL_SECONDS
     created_before = timezone.now() - timedelta(seconds=stall)
@@ -73,8 +73,6 @@ def campaigns_stalled_sends_republish() -> int:
     This sweep runs from the scheduler, outside the broker; `campaign_stalled_republish` acts only
     after no progress for NOTIFIER_REQUEUE_AFTER_SECONDS, and the claim fences any duplicate task.
     """
-    from campaigns.services.progress import campaign_stalled_republish
-
     active = (
         Campaign.objects.filter(status__in=[CS.QUEUED, CS.SENDING], fanout_done=True)
         .order_by("id").values_list("id", flat=True)[:SWEEP_LIMIT]

@@ -20,6 +20,7 @@ from django.db import connection, transaction
 from django.db.models import Min
 from django.utils import timezone
 
+from campaigns.jobs import campaign_progress_check_later
 from campaigns.models import Campaign
 from delivery.models import EmailMessage
 from scheduling.models import Schedule
@@ -85,8 +86,6 @@ def campaigns_due_promote(*, campaign_ids: Iterable[int]) -> list[int]:
         )
         promoted = [row[0] for row in cursor.fetchall()]
     if promoted:
-        from campaigns.tasks import campaign_progress_check_later
-
         def _checks() -> None:
             for pk in promoted:
                 campaign_progress_check_later(pk)

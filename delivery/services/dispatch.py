@@ -6,22 +6,20 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
 from core.priorities import Priority, batch_size_for, queue_for
+from core.task_publish import task_publish
 
 
 def messages_enqueue(
     *, message_ids: Sequence[int], priority: Priority | int, countdown: float = 0, attempt: int = 0
 ) -> int:
     """Publish one send task per batch; returns the number of tasks published."""
-    from delivery.tasks import send_batch
-
     size = batch_size_for(priority)
     queue = queue_for(priority)
     tasks = 0
     for start in range(0, len(message_ids), size):
         chunk = list(message_ids[start:start + size])
-        send_batch.apply_async(
-            args=(chunk, int(priority), attempt), queue=queue, countdown=countdown or None
-        )
+        task_publish("delivery.send_batch", args=(chunk, int(priority), attempt), queue=queue,
+                     countdown=countdown)
         tasks += 1
     return tasks
 

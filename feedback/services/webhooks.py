@@ -18,6 +18,7 @@ from django.db.models.functions import Length
 from django.utils import timezone
 
 from core.priorities import WEBHOOK_QUEUE
+from core.task_publish import task_publish
 from feedback.models import WebhookDelivery
 from feedback.normalize import NormalizationError, NormalizedEvent, normalize
 from feedback.services.processing import ProcessReport, events_process
@@ -42,10 +43,8 @@ def webhook_delivery_store(*, provider: str, body: bytes, kind: str = "notificat
 
 def webhook_delivery_enqueue(*, delivery_id: int) -> bool:
     """Publish the processing task; a failure is logged (the requeue sweep retries it)."""
-    from feedback.tasks import process_webhook_delivery
-
     try:
-        process_webhook_delivery.apply_async(args=(delivery_id,), queue=WEBHOOK_QUEUE)
+        task_publish("feedback.process_webhook_delivery", args=(delivery_id,), queue=WEBHOOK_QUEUE)
     except Exception:
         logger.exception("could not publish webhook delivery %s; the sweep will", delivery_id)
         return False
