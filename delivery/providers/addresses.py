@@ -15,12 +15,15 @@ without SMTPUTF8 (RFC 6531) takes either raw, so every provider goes through `ma
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from email.headerregistry import Address
 from email.policy import SMTP, SMTPUTF8
 from email.utils import formataddr, parseaddr
 
 import idna
+
+from delivery.providers.base import Outcome, OutgoingEmail, SendResult
 
 
 class AddressError(ValueError):
@@ -71,3 +74,21 @@ def mailbox(value: str, *, utf8: bool = False) -> Mailbox:
     if not local_part.isascii() and not utf8:
         raise AddressError(f"local part of {addr_spec!r} is not ASCII and SMTPUTF8 is not available")
     return Mailbox(display_name, local_part, ascii_domain(domain))
+
+
+def wire_emails(emails: Sequence[OutgoingEmail]) -> tuple[list[OutgoingEmail], list[SendResult]]:
+    """For the ESP APIs: the emails with their recipient in wire form (IDNA domain), and a
+    PERMANENT result for each whose sender or recipient cannot travel. None of SES, SendGrid or
+    Mailgun documents SMTPUTF8 (SES: "the local part ... can contain only 7-bit ASCII
+    characters"), so a non-ASCII local part fails that one message instead of its request."""
+    ready: list[OutgoingEmail] = []
+    refused: list[SendResult] = []
+    for email in emails:
+        try:
+            mailbox(email.from_email)
+            recipient = mailbox(email.recipient).addr_spec
+        except AddressError as exc:
+            refused.append(SendResult(email.message_id, Outcome.PERMANENT, error=str(exc)[:500]))
+            continue
+        ready.append(replace(email, recipient=recipient))
+    return ready, refused
