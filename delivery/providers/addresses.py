@@ -4,8 +4,8 @@ A stored address may carry a Unicode domain (`user@bücher.example`, accepted by
 From setting a Unicode display name (`Jürgen <news@example.com>`). No ESP and no SMTP server
 without SMTPUTF8 (RFC 6531) takes either raw, so every provider goes through `mailbox()`:
 
-- the domain becomes its IDNA A-label form (`xn--bcher-kva.example`, UTS 46 mapping as browsers
-  and MTAs apply it); an ASCII domain is left exactly as given;
+- the domain becomes its IDNA A-label form (`xn--bcher-kva.example`, core/addresses.py, the
+  encoder the API normalises with); an ASCII domain is left exactly as given;
 - a non-ASCII local part cannot be encoded at all: it needs SMTPUTF8, so `mailbox()` refuses it
   (`AddressError`, a permanent failure of that one message) unless the caller says the
   transport carries UTF-8;
@@ -21,13 +21,8 @@ from email.headerregistry import Address
 from email.policy import SMTP, SMTPUTF8
 from email.utils import formataddr, parseaddr
 
-import idna
-
+from core.addresses import AddressError, ascii_domain
 from delivery.providers.base import Outcome, OutgoingEmail, SendResult
-
-
-class AddressError(ValueError):
-    """An address that cannot be put on this wire; no retry will change that."""
 
 
 @dataclass(frozen=True)
@@ -53,16 +48,6 @@ class Mailbox:
         policy = SMTPUTF8 if self.needs_utf8 else SMTP
         address = Address(self.display_name, self.local_part, self.domain)
         return policy.header_factory(name, address).fold(policy=policy).removesuffix("\r\n")
-
-
-def ascii_domain(domain: str) -> str:
-    """The domain's IDNA A-label form; AddressError if it has none (e.g. a symbol in a label)."""
-    if domain.isascii():
-        return domain
-    try:
-        return idna.encode(domain, uts46=True).decode("ascii")
-    except idna.IDNAError as exc:
-        raise AddressError(f"domain {domain!r} has no IDNA form: {exc}") from None
 
 
 def mailbox(value: str, *, utf8: bool = False) -> Mailbox:

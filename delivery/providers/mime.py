@@ -27,7 +27,8 @@ import uuid
 from email.policy import SMTP
 from email.utils import formatdate
 
-from delivery.providers.addresses import AddressError, mailbox
+from core.addresses import AddressError
+from delivery.providers.addresses import mailbox
 from delivery.providers.base import OutgoingEmail
 
 MESSAGE_ID_HEADER = "X-Notifier-Message-Id"

@@ -32,7 +32,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from delivery.providers.addresses import AddressError, mailbox
+from core.addresses import AddressError
+from delivery.providers.addresses import mailbox
 from delivery.providers.base import (
     Outcome,
     OutgoingEmail,
