@@ -6,6 +6,7 @@ one offering PIPELINING. Every batch counts lost and duplicate messages by our i
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from email import policy
 from email.parser import Parser
@@ -13,9 +14,12 @@ from email.parser import Parser
 import pytest
 from aiosmtpd.controller import Controller
 
+from delivery.models import EmailMessage
 from delivery.providers.base import Outcome, OutgoingEmail
 from delivery.providers.smtp import SmtpProvider, SmtpSettings
+from delivery.services.sending import message_batch_send
 from tests.delivery.test_smtp_pipelining import PipeliningHandler
+from tests.factories import email_message, template_version
 from tests.support.smtp import RecordingSmtpServer
 
 IDN = "user@bücher.example"
@@ -136,3 +140,26 @@ def test_non_ascii_local_part_without_smtputf8_is_permanent_for_that_message(pro
     results = provider.send_batch([_email(1, NON_ASCII_LOCAL)])
     assert (results[0].outcome, server.handler.ids()) == (Outcome.PERMANENT, [])
     assert "SMTPUTF8" in results[0].error
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("server", ["ascii"], indirect=True)
+def test_through_the_sending_service_one_bad_address_is_one_failed_message(settings, server):
+    """Before: the UnicodeEncodeError escaped the provider and the failover held the whole batch
+    AMBIGUOUS (the accepted message and the never-sent ones too), leaving the kept-alive
+    connection mid-transaction for the next batch ("503 nested MAIL command")."""
+    settings.NOTIFIER_PROVIDERS = ["smtp"]
+    settings.SMTP_HOST, settings.SMTP_PORT, settings.SMTP_TIMEOUT_SECONDS = "127.0.0.1", server.port, 2
+    settings.NOTIFIER_FROM_EMAIL = '"Jürgen Groß" <news@bücher.example>'
+    version = template_version()
+    recipients = ["a@example.com", NON_ASCII_LOCAL, IDN, "c@example.com"]
+    messages = [email_message(version=version, recipient=r, priority=2) for r in recipients]
+    report = message_batch_send(message_ids=[m.id for m in messages], token=uuid.uuid4().hex)
+    statuses = [EmailMessage.objects.get(pk=m.pk).status for m in messages]
+    assert statuses == ["SENT", "FAILED", "SENT", "SENT"]
+    assert (report.sent, report.failed, report.ambiguous) == (3, 1, 0)
+    later = email_message(version=version, priority=2)
+    assert message_batch_send(message_ids=[later.id], token=uuid.uuid4().hex).sent == 1
+    sent = [messages[0].id, messages[2].id, messages[3].id, later.id]
+    assert _lost_and_duplicates(server, sent) == ([], [])
+    assert sorted(server.handler.ids(), key=int) == [str(m) for m in sent]
