@@ -20,9 +20,12 @@ from dataclasses import dataclass, replace
 from email.headerregistry import Address
 from email.policy import SMTP, SMTPUTF8
 from email.utils import formataddr, parseaddr
+from functools import lru_cache
 
 from core.addresses import AddressError, ascii_domain
 from delivery.providers.base import Outcome, OutgoingEmail, SendResult
+
+MAX_LINE = 998  # RFC 5322 2.1.1, octets without the CRLF
 
 
 @dataclass(frozen=True)
@@ -45,11 +48,18 @@ class Mailbox:
 
     def header_line(self, name: str) -> str:
         """`Name: value` folded (CRLF) without its final line end, as RFC 5322/2047 want it."""
+        if self.display_name.isascii() and not self.needs_utf8:
+            # formataddr quotes an ASCII name as RFC 5322 wants; the policy's folder costs
+            # ~65 us a header, seven times the rest of a small message's build (decision 43).
+            line = f"{name}: {self.formatted()}"
+            if len(line) <= MAX_LINE:
+                return line
         policy = SMTPUTF8 if self.needs_utf8 else SMTP
         address = Address(self.display_name, self.local_part, self.domain)
         return policy.header_factory(name, address).fold(policy=policy).removesuffix("\r\n")
 
 
+@lru_cache(maxsize=4096)  # the sender is the same for nearly every message of a process
 def mailbox(value: str, *, utf8: bool = False) -> Mailbox:
     """Parse `addr` or `Name <addr>`; `utf8` says whether a non-ASCII local part may travel."""
     display_name, addr_spec = parseaddr(value)
