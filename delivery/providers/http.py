@@ -166,7 +166,7 @@ def chunks_unique_recipients(
     seen: list[set[str]] = []
     used: list[int] = []
     for email in emails:
-        address, cost = email.recipient.lower(), bytes_of(email) if bytes_of else 0
+        address, cost = email.recipient.lower(), bytes_of(email) if max_bytes and bytes_of else 0
         for i, chunk in enumerate(chunks):
             fits = not max_bytes or used[i] + cost <= max_bytes
             if len(chunk) < size and address not in seen[i] and fits:

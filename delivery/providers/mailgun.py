@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from urllib.parse import quote_plus, urlencode
 
 from delivery.providers.addresses import mailbox, wire_emails
 from delivery.providers.base import Outcome, OutgoingEmail, Provider, SendResult
@@ -46,6 +45,8 @@ from delivery.providers.http import (
 MAX_PER_REQUEST = 1000
 META_KEY = "notifier_message_id"
 _PARTS = ("subject", "text", "html")
+# What quote_plus leaves as one octet (urllib.parse's unreserved set, and space as `+`).
+_FORM_SAFE_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~ "
 
 
 class MailgunProvider(Provider):
@@ -109,10 +110,17 @@ def _variables(email: OutgoingEmail, varying: list[str], header_names: list[str]
 
 
 def _recipient_bytes(email: OutgoingEmail) -> int:
-    """What one recipient adds to the form body (URL-encoded, so `%XX` per non-ASCII byte)."""
+    """What one recipient adds to the form body: `to=<addr>&` and its recipient-variables entry."""
     headers = sorted(email.headers)
     entry = json.dumps({email.recipient: _variables(email, list(_PARTS), headers)}, separators=(",", ":"))
-    return len(urlencode([("to", email.recipient)])) + len(quote_plus(entry)) + 2  # & and ,
+    return len("to=&,") + _form_encoded_len(email.recipient) + _form_encoded_len(entry)
+
+
+def _form_encoded_len(text: str) -> int:
+    """len(quote_plus(text)) without building it (quote_plus cost ~60 us a recipient): every
+    UTF-8 byte outside the unreserved set becomes `%XX`, three octets."""
+    raw = text.encode("utf-8")
+    return len(raw) + 2 * len(raw.translate(None, _FORM_SAFE_BYTES))
 
 
 def _message_id(body: str) -> str:
