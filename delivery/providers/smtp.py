@@ -239,7 +239,7 @@ class SmtpProvider(Provider):
             connection.send(_data_bytes(payload))
             code, reply = connection.getreply()
         except Exception as exc:  # noqa: BLE001 - the body may have landed, whatever failed
-            # No RSET mid-DATA: the connection is dropped and the next message reconnects.
+            # No RSET mid-DATA: the connection is dropped; the next batch reconnects.
             connection.close()
             self._connection = None
             return Outcome.AMBIGUOUS, "", f"no reply to DATA: {type(exc).__name__}: {exc}"[:500]
