@@ -168,6 +168,10 @@ SENDGRID_API_URL = env.str("SENDGRID_API_URL", default="https://api.sendgrid.com
 MAILGUN_API_KEY = env.str("MAILGUN_API_KEY", default="")
 MAILGUN_DOMAIN = env.str("MAILGUN_DOMAIN", default="")
 MAILGUN_API_URL = env.str("MAILGUN_API_URL", default="https://api.mailgun.net")
+# Request size limits the ESPs document (SendGrid: 30 MB per email request; Mailgun: 25 MB per
+# message): a batch is split so no request is over them, as well as at 1,000 recipients.
+SENDGRID_MAX_REQUEST_BYTES = env.int("SENDGRID_MAX_REQUEST_BYTES", default=30_000_000)
+MAILGUN_MAX_REQUEST_BYTES = env.int("MAILGUN_MAX_REQUEST_BYTES", default=25_000_000)
 # Connect timeout: a request that never connected is safe to send elsewhere, so keep it short.
 # Read timeout: a request past it is AMBIGUOUS (held for reconciliation), so keep it generous.
 ESP_CONNECT_TIMEOUT_SECONDS = env.float("ESP_CONNECT_TIMEOUT_SECONDS", default=3.0)

@@ -13,7 +13,7 @@ from django.conf import settings
 from delivery.providers.base import Provider
 
 
-def _http_settings(api_key: str, base_url: str, domain: str = ""):
+def _http_settings(api_key: str, base_url: str, max_request_bytes: int, domain: str = ""):
     from delivery.providers.http import HttpSettings
 
     return HttpSettings(
@@ -23,6 +23,7 @@ def _http_settings(api_key: str, base_url: str, domain: str = ""):
         read_timeout=settings.ESP_READ_TIMEOUT_SECONDS,
         pool_size=settings.ESP_POOL_SIZE,
         domain=domain,
+        max_request_bytes=max_request_bytes,
     )
 
 
@@ -60,14 +61,21 @@ def _build_ses() -> Provider:
 def _build_sendgrid() -> Provider:
     from delivery.providers.sendgrid import SendGridProvider
 
-    return SendGridProvider(_http_settings(settings.SENDGRID_API_KEY, settings.SENDGRID_API_URL))
+    return SendGridProvider(
+        _http_settings(
+            settings.SENDGRID_API_KEY, settings.SENDGRID_API_URL, settings.SENDGRID_MAX_REQUEST_BYTES
+        )
+    )
 
 
 def _build_mailgun() -> Provider:
     from delivery.providers.mailgun import MailgunProvider
 
     return MailgunProvider(
-        _http_settings(settings.MAILGUN_API_KEY, settings.MAILGUN_API_URL, settings.MAILGUN_DOMAIN)
+        _http_settings(
+            settings.MAILGUN_API_KEY, settings.MAILGUN_API_URL, settings.MAILGUN_MAX_REQUEST_BYTES,
+            settings.MAILGUN_DOMAIN,
+        )
     )
 
 

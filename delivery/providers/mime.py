@@ -9,9 +9,13 @@ line. The SMTP provider only dot-stuffs what is built here. It is written out di
 the compat32 generator spent ~670 us per message (header folding, policy lookups, a deep copy
 per part: bench profile in docs/benchmarks.md); this writer spends ~20 us.
 
-Headers: an ASCII value is written as is (RFC 5322 2.1.1 allows lines up to 998 octets; a
-URL without spaces cannot be folded anyway); a non-ASCII or over-long value goes through
-`email.header.Header` (RFC 2047 encoded-words, folded), exactly as compat32 encodes it.
+Headers: an ASCII value whose line fits 998 octets is written as is (RFC 5322 2.1.1; a
+List-Unsubscribe URL must stay one unbroken token, and this path costs next to nothing); a
+non-ASCII or over-long value is folded by `email.policy.SMTP` (RFC 2047 encoded words of at most
+78 octets a line, so even a long unbroken value cannot make a line over 998: `email.header.Header`
+left such a value on one line). From and To go through `addresses.Mailbox`: the display name is
+encoded on its own and the address keeps its IDNA domain outside any encoded word (RFC 2047
+section 5). `utf8=True` (an SMTPUTF8 transaction, RFC 6531) writes a non-ASCII local part raw.
 CR and LF in a value become spaces: a header value can never start a new header.
 """
 
@@ -20,9 +24,11 @@ from __future__ import annotations
 import base64
 import secrets
 import uuid
-from email.header import Header
+from email.policy import SMTP
 from email.utils import formatdate
 
+from core.addresses import AddressError
+from delivery.providers.addresses import mailbox
 from delivery.providers.base import OutgoingEmail
 
 MESSAGE_ID_HEADER = "X-Notifier-Message-Id"
@@ -35,7 +41,10 @@ _PART_HEADERS = (
 
 
 def new_message_id_header(message_id: int, from_email: str) -> str:
-    domain = from_email.rpartition("@")[2] or "notifier.local"
+    try:
+        domain = mailbox(from_email, utf8=True).domain  # ASCII: a Message-ID is never encoded
+    except AddressError:
+        domain = "notifier.local"
     return f"<{message_id}.{uuid.uuid4().hex}@{domain}>"
 
 
@@ -44,9 +53,7 @@ def header_line(name: str, value: str) -> str:
     value = value.replace("\r", " ").replace("\n", " ")
     if value.isascii() and len(name) + len(value) + 2 <= _MAX_PLAIN_LINE:
         return f"{name}: {value}"
-    header = Header(value, "utf-8" if not value.isascii() else None, header_name=name)
-    encoded = header.encode(linesep=CRLF)  # folded lines end in CRLF too
-    return f"{name}: {encoded}"
+    return SMTP.header_factory(name, value).fold(policy=SMTP).removesuffix(CRLF)
 
 
 def _part(subtype: str, body: str) -> str:
@@ -55,20 +62,25 @@ def _part(subtype: str, body: str) -> str:
 
 
 def build_mime(
-    email: OutgoingEmail, message_id_header: str, *, boundary: str = "", date: str = ""
+    email: OutgoingEmail,
+    message_id_header: str,
+    *,
+    boundary: str = "",
+    date: str = "",
+    utf8: bool = False,
 ) -> bytes:
     """multipart/alternative with text then HTML, as RFC 2046 orders preference.
 
     `boundary` and `date` are random and now unless given (a test rebuilds a received message
-    byte for byte with the ones it carries).
+    byte for byte with the ones it carries). AddressError if From or To cannot be encoded.
     """
     boundary = boundary or f"==============={secrets.randbelow(10**19):019d}=="
     headers = [
         f'Content-Type: multipart/alternative; boundary="{boundary}"',
         "MIME-Version: 1.0",
         header_line("Subject", email.subject),
-        header_line("From", email.from_email),
-        header_line("To", email.recipient),
+        mailbox(email.from_email, utf8=utf8).header_line("From"),
+        mailbox(email.recipient, utf8=utf8).header_line("To"),
         f"Date: {date or formatdate(localtime=False)}",
         header_line("Message-ID", message_id_header),
         f"{MESSAGE_ID_HEADER}: {email.message_id}",
@@ -86,4 +98,4 @@ def build_mime(
             "",
         )
     )
-    return text.encode("ascii")
+    return text.encode("utf-8" if utf8 else "ascii")

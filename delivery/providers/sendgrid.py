@@ -10,6 +10,12 @@ block", https://www.twilio.com/docs/sendgrid/for-developers/sending-email/substi
 a message over our budget goes out in a request of its own with literal content.
 Personalizations: https://www.twilio.com/docs/sendgrid/for-developers/sending-email/personalizations
 
+Addresses: recipients travel with IDNA domains (addresses.wire_emails), the sender as
+`{"email", "name"}` (the display name in `name`, never the whole `Name <addr>` in `email`). A
+request stays under `max_request_bytes` (SENDGRID_MAX_REQUEST_BYTES, the documented 30 MB: "The
+total size of your email, including attachments, must be less than 30MB"): each message counts
+the JSON of its personalization with its bodies as substitutions, an upper bound of what it adds.
+
 A 400 names the offending field (`personalizations.<i>.to.<j>.email`, errors page
 https://www.twilio.com/docs/sendgrid/api-reference/mail-send/errors); nothing of that request
 was accepted, so those personalizations fail and the rest is sent again at once.
@@ -22,12 +28,14 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from delivery.providers.addresses import mailbox, wire_emails
 from delivery.providers.base import Outcome, OutgoingEmail, Provider, SendResult
 from delivery.providers.http import (
     HttpAnswer,
     HttpSettings,
     chunks_unique_recipients,
     new_session,
+    per_email_budget,
     post,
     results_for_answer,
 )
@@ -51,8 +59,9 @@ class SendGridProvider(Provider):
         self.headers = {"Authorization": f"Bearer {settings.api_key}"}
 
     def send_batch(self, emails: Sequence[OutgoingEmail]) -> list[SendResult]:
-        by_id: dict[int, SendResult] = {}
-        for chunk in _requests_for(emails):
+        ready, refused = wire_emails(emails)
+        by_id = {result.message_id: result for result in refused}
+        for chunk in _requests_for(ready, self.settings.max_request_bytes):
             for result in self._send_chunk(chunk, retries_left=2):
                 by_id[result.message_id] = result
         return [by_id[email.message_id] for email in emails]
@@ -74,16 +83,28 @@ class SendGridProvider(Provider):
         return results_for_answer(rejected, answer, str) + self._send_chunk(rest, retries_left - 1)
 
 
-def _requests_for(emails: Sequence[OutgoingEmail]) -> list[list[OutgoingEmail]]:
-    """Oversize bodies alone; the rest grouped by sender in chunks of 1000 distinct addresses."""
+def _requests_for(emails: Sequence[OutgoingEmail], max_bytes: int) -> list[list[OutgoingEmail]]:
+    """Oversize bodies alone; the rest grouped by sender in chunks of 1000 distinct addresses
+    and at most `max_bytes` (0: no byte limit)."""
     alone = [[e] for e in emails if _substitution_bytes(e) > SUBSTITUTION_BUDGET_BYTES]
     single_ids = {chunk[0].message_id for chunk in alone}
     groups: dict[str, list[OutgoingEmail]] = {}
     for email in emails:
         if email.message_id not in single_ids:
             groups.setdefault(email.from_email, []).append(email)
-    chunks = [c for group in groups.values() for c in chunks_unique_recipients(group, MAX_PER_REQUEST)]
+    budget = per_email_budget(max_bytes)
+    chunks = [
+        chunk
+        for group in groups.values()
+        for chunk in chunks_unique_recipients(group, MAX_PER_REQUEST, max_bytes=budget,
+                                              bytes_of=_personalization_bytes)
+    ]
     return chunks + alone
+
+
+def _personalization_bytes(email: OutgoingEmail) -> int:
+    """What one message adds to the request body: requests writes JSON with ASCII escapes."""
+    return len(json.dumps(_personalization(email, substitute=True))) + 2  # ", " separator
 
 
 def _substitution_bytes(email: OutgoingEmail) -> int:
@@ -99,10 +120,16 @@ def mail_send_body(chunk: Sequence[OutgoingEmail]) -> dict[str, Any]:
     if html:
         content.append({"type": "text/html", "value": html})
     return {
-        "from": {"email": first.from_email},
+        "from": _sender(first.from_email),
         "personalizations": [_personalization(e, substitute=not shared) for e in chunk],
         "content": content,
     }
+
+
+def _sender(from_email: str) -> dict[str, str]:
+    sender = mailbox(from_email)
+    named = {"name": sender.display_name} if sender.display_name else {}
+    return {"email": sender.addr_spec, **named}
 
 
 def _personalization(email: OutgoingEmail, *, substitute: bool) -> dict[str, Any]:

@@ -13,6 +13,11 @@ they would all share one body).
 Our id travels as the message tag `notifier_message_id` (tags may only hold ASCII letters,
 digits, `_` and `-`; an integer id qualifies). SES returns tags in every event's `mail.tags`.
 
+Addresses: SES wants Punycode domains and MIME encoded-word display names ("If the domain part
+contains non-ASCII characters, it must be encoded using Punycode ... the local part ... can
+contain only 7-bit ASCII characters", SendEmail's FromEmailAddress and Destination); every
+address goes through addresses.py first, and one that cannot be encoded fails alone.
+
 botocore's own retries are switched off (`total_max_attempts=1`): a retry after a read timeout
 would be a blind second send. Errors: https://docs.aws.amazon.com/ses/latest/APIReference-V2/CommonErrors.html
 """
@@ -35,6 +40,7 @@ from botocore.exceptions import (
     EndpointConnectionError,
 )
 
+from delivery.providers.addresses import mailbox, wire_emails
 from delivery.providers.base import Outcome, OutgoingEmail, Provider, SendResult
 from delivery.providers.http import chunks_unique_recipients, retry_after_seconds
 
@@ -76,6 +82,14 @@ class SesProvider(Provider):
         )
 
     def send_batch(self, emails: Sequence[OutgoingEmail]) -> list[SendResult]:
+        ready, refused = wire_emails(emails)
+        by_id = {result.message_id: result for result in refused}
+        by_id.update((result.message_id, result) for result in self._send_ready(ready))
+        return [by_id[email.message_id] for email in emails]
+
+    def _send_ready(self, emails: Sequence[OutgoingEmail]) -> list[SendResult]:
+        if not emails:
+            return []
         if len(emails) > 1 and bulk_eligible(emails):
             results: list[SendResult] = []
             for chunk in chunks_unique_recipients(emails, MAX_BULK):
@@ -93,7 +107,7 @@ class SesProvider(Provider):
 
     def _send_one(self, email: OutgoingEmail) -> SendResult:
         request = {
-            "FromEmailAddress": email.from_email,
+            "FromEmailAddress": mailbox(email.from_email).formatted(),
             "Destination": {"ToAddresses": [email.recipient]},
             "Content": {"Simple": _simple_content(email)},
             "EmailTags": [{"Name": META_KEY, "Value": str(email.message_id)}],
@@ -109,7 +123,7 @@ class SesProvider(Provider):
     def _send_bulk(self, chunk: list[OutgoingEmail]) -> list[SendResult]:
         first = chunk[0]
         request = {
-            "FromEmailAddress": first.from_email,
+            "FromEmailAddress": mailbox(first.from_email).formatted(),
             "DefaultContent": {"Template": {
                 "TemplateContent": {"Subject": first.subject, "Text": first.text, "Html": first.html},
                 "TemplateData": "{}",

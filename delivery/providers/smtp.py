@@ -14,16 +14,26 @@ connection before the body is sent is TRANSIENT, no reply to the final dot is AM
 
 Both paths write the body the same way (`_body`): CRLF line ends, dot-stuffed (RFC 5321 2.3.8,
 4.5.2). smtplib's `data()` is not used: it sends a bytes body as is, bare LFs included.
+
+Addresses (addresses.py): domains travel IDNA-encoded in MAIL, RCPT and the headers; a
+non-ASCII local part goes out with `MAIL FROM:<..> SMTPUTF8` (RFC 6531) when the server offers
+SMTPUTF8 and is that one message's PERMANENT failure when it does not. Whatever goes wrong with
+one message, the next one starts on a clean connection: after any exception before the body the
+transaction is RSET (or the connection dropped when RSET fails too), so a kept-alive connection
+is never left mid-transaction ("503 nested MAIL command" for the next message on it).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import smtplib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from core.addresses import AddressError
+from delivery.providers.addresses import mailbox
 from delivery.providers.base import (
     Outcome,
     OutgoingEmail,
@@ -34,6 +44,7 @@ from delivery.providers.base import (
 )
 from delivery.providers.mime import build_mime, new_message_id_header
 
+logger = logging.getLogger(__name__)
 _CONNECTION_ERRORS = (OSError, smtplib.SMTPServerDisconnected, smtplib.SMTPConnectError)
 _LEADING_DOT = re.compile(rb"(?m)^\.")
 
@@ -47,6 +58,26 @@ def _data_bytes(payload: bytes) -> bytes:
     if not data.endswith(b"\r\n"):
         data += b"\r\n"
     return data + b".\r\n"
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """MAIL FROM and RCPT TO as the wire takes them; `utf8` adds the SMTPUTF8 parameter."""
+
+    sender: str
+    recipient: str
+    utf8: bool
+
+    @property
+    def mail_options(self) -> tuple[str, ...]:
+        return ("SMTPUTF8",) if self.utf8 else ()
+
+
+def envelope_for(email: OutgoingEmail, *, server_utf8: bool) -> Envelope:
+    """AddressError when an address cannot travel to this server (permanent for the message)."""
+    sender = mailbox(email.from_email, utf8=server_utf8)
+    recipient = mailbox(email.recipient, utf8=server_utf8)
+    return Envelope(sender.addr_spec, recipient.addr_spec, sender.needs_utf8 or recipient.needs_utf8)
 
 
 @dataclass(frozen=True)
@@ -119,26 +150,50 @@ class SmtpProvider(Provider):
     def _send_one(self, connection: smtplib.SMTP, email: OutgoingEmail) -> SendResult:
         started = time.monotonic()
         header_id = new_message_id_header(email.message_id, email.from_email)
-        payload = build_mime(email, header_id)
         try:
-            outcome, code, error = self._transaction(connection, email, payload)
+            outcome, code, error = self._encoded_transaction(connection, email, header_id)
         except (TimeoutError, *_CONNECTION_ERRORS) as exc:
             self._connection = None
             outcome, code, error = Outcome.TRANSIENT, "", f"connection lost before DATA: {exc}"
+        except Exception as exc:  # one message's bug must not take its batch down
+            logger.exception("SMTP send of message %s raised; resetting the transaction", email.message_id)
+            self._reset(connection)
+            outcome, code, error = Outcome.TRANSIENT, "", f"{type(exc).__name__}: {exc}"[:500]
         duration_ms = int((time.monotonic() - started) * 1000)
         provider_id = header_id.strip("<>") if outcome is Outcome.ACCEPTED else ""
         return SendResult(email.message_id, outcome, provider_id, code, error, None, duration_ms)
 
-    def _transaction(
-        self, connection: smtplib.SMTP, email: OutgoingEmail, payload: bytes
+    def _encoded_transaction(
+        self, connection: smtplib.SMTP, email: OutgoingEmail, header_id: str
     ) -> tuple[Outcome, str, str]:
-        if connection.has_extn("pipelining") and email.from_email.isascii() and email.recipient.isascii():
-            return self._pipelined(connection, email, payload)
-        code, reply = connection.mail(email.from_email)
+        """Encode addresses and body first: an address that cannot travel fails before MAIL."""
+        try:
+            envelope = envelope_for(email, server_utf8=connection.has_extn("smtputf8"))
+            payload = build_mime(email, header_id, utf8=envelope.utf8)
+        except AddressError as exc:
+            return Outcome.PERMANENT, "", str(exc)
+        return self._transaction(connection, envelope, payload)
+
+    def _reset(self, connection: smtplib.SMTP) -> None:
+        """RSET (RFC 5321 4.1.1.5) so the next MAIL starts clean; drop the connection otherwise."""
+        try:
+            if connection.rset()[0] == 250:
+                return
+        except (*_CONNECTION_ERRORS, smtplib.SMTPException):
+            pass
+        connection.close()
+        self._connection = None
+
+    def _transaction(
+        self, connection: smtplib.SMTP, envelope: Envelope, payload: bytes
+    ) -> tuple[Outcome, str, str]:
+        if connection.has_extn("pipelining"):
+            return self._pipelined(connection, envelope, payload)
+        code, reply = connection.mail(envelope.sender, envelope.mail_options)
         if code != 250:
             connection.rset()
             return _outcome_for_code(code), str(code), reply.decode(errors="replace")
-        code, reply = connection.rcpt(email.recipient)
+        code, reply = connection.rcpt(envelope.recipient)
         if code not in (250, 251):
             connection.rset()
             return _outcome_for_code(code), str(code), reply.decode(errors="replace")
@@ -152,11 +207,13 @@ class SmtpProvider(Provider):
         return self._body(connection, payload)
 
     def _pipelined(
-        self, connection: smtplib.SMTP, email: OutgoingEmail, payload: bytes
+        self, connection: smtplib.SMTP, envelope: Envelope, payload: bytes
     ) -> tuple[Outcome, str, str]:
         """MAIL + RCPT + DATA in one write (RFC 2920 3.1: DATA ends the group), then the body."""
-        sender, recipient = smtplib.quoteaddr(email.from_email), smtplib.quoteaddr(email.recipient)
-        connection.send(f"MAIL FROM:{sender}\r\nRCPT TO:{recipient}\r\nDATA\r\n")
+        options = "".join(f" {option}" for option in envelope.mail_options)
+        commands = f"MAIL FROM:<{envelope.sender}>{options}\r\nRCPT TO:<{envelope.recipient}>\r\nDATA\r\n"
+        # UTF-8 only reaches the wire in an SMTPUTF8 transaction (envelope_for refused it otherwise).
+        connection.send(commands.encode("utf-8"))
         (mail_code, mail_reply), (rcpt_code, rcpt_reply), (data_code, data_reply) = (
             connection.getreply(), connection.getreply(), connection.getreply()
         )
@@ -181,9 +238,11 @@ class SmtpProvider(Provider):
         try:
             connection.send(_data_bytes(payload))
             code, reply = connection.getreply()
-        except (TimeoutError, *_CONNECTION_ERRORS) as exc:
+        except Exception as exc:  # noqa: BLE001 - the body may have landed, whatever failed
+            # No RSET mid-DATA: the connection is dropped; the next batch reconnects.
+            connection.close()
             self._connection = None
-            return Outcome.AMBIGUOUS, "", f"no reply to DATA: {exc}"
+            return Outcome.AMBIGUOUS, "", f"no reply to DATA: {type(exc).__name__}: {exc}"[:500]
         if code != 250:
             return _outcome_for_code(code), str(code), reply.decode(errors="replace")
         return Outcome.ACCEPTED, str(code), ""

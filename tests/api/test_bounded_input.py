@@ -56,6 +56,20 @@ def test_header_injection_in_an_address_is_refused(api, otp_template, to):
     assert not EmailMessage.objects.exists()
 
 
+def test_an_international_domain_is_stored_as_the_wire_carries_it(api, otp_template):
+    # ESPs report bounces for user@xn--bcher-kva.example: suppression must match the stored form.
+    response = api.post("/api/v1/messages", {**OTP, "to": "Ada@Bücher.example"}, format="json")
+    assert response.status_code == 202, response.content
+    assert EmailMessage.objects.get().recipient == "Ada@xn--bcher-kva.example"
+
+
+def test_a_domain_without_an_idna_form_is_a_400_and_nothing_written(api, otp_template):
+    # Django's validator accepts any letter-ish code point; IDNA 2008 refuses a symbol (U+2603).
+    _assert_error(api.post("/api/v1/messages", {**OTP, "to": "ada@\u2603.example"}, format="json"),
+                  400, "invalid", "to")
+    assert not EmailMessage.objects.exists()
+
+
 def test_oversize_body_is_a_413_in_the_shape(api, settings):
     settings.NOTIFIER_API_MAX_BODY_BYTES = 1000
     body = {"name": "big", "subject": "s", "html_body": "x" * 2000}

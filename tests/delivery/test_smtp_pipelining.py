@@ -15,7 +15,7 @@ import pytest
 from aiosmtpd.controller import Controller
 
 from delivery.providers.base import Outcome, OutgoingEmail
-from delivery.providers.smtp import SmtpProvider, SmtpSettings, _data_bytes
+from delivery.providers.smtp import SmtpProvider, SmtpSettings, _data_bytes, envelope_for
 from tests.support.ports import free_port
 from tests.support.smtp import (
     RecordingHandler,
@@ -94,7 +94,7 @@ def test_pipelined_large_campaign_message_arrives_byte_exact(provider, pipelinin
 
 def test_pipelined_lines_starting_with_a_dot_are_stuffed_on_the_wire(provider, pipelining_server):
     payload = b"Subject: dots\r\nX-Notifier-Message-Id: 9\r\n\r\n.\r\n..\r\n.leading\r\nend\r\n"
-    outcome = provider._transaction(provider._connect(), _email(9), payload)
+    outcome = provider._transaction(provider._connect(), envelope_for(_email(9), server_utf8=False), payload)
     assert outcome == (Outcome.ACCEPTED, "250", "")
     assert pipelining_server.handler.raw == [payload]
 

@@ -3,7 +3,7 @@
 import pytest
 
 from delivery.providers.base import Outcome, OutgoingEmail
-from delivery.providers.smtp import SmtpProvider, SmtpSettings
+from delivery.providers.smtp import SmtpProvider, SmtpSettings, envelope_for
 from tests.support.ports import free_port
 from tests.support.smtp import assert_arrived_byte_exact, campaign_email
 
@@ -66,6 +66,6 @@ def test_lines_starting_with_a_dot_are_stuffed_on_the_wire(provider, smtp_server
     # build_mime's base64 never starts a line with '.', so a hand-written body checks the stuffing
     # (a lone '.' line would otherwise end DATA early).
     payload = b"Subject: dots\r\nX-Notifier-Message-Id: 9\r\n\r\n.\r\n..\r\n.leading\r\nend\r\n"
-    outcome = provider._transaction(provider._connect(), _email(9), payload)
+    outcome = provider._transaction(provider._connect(), envelope_for(_email(9), server_utf8=False), payload)
     assert outcome == (Outcome.ACCEPTED, "250", "")
     assert smtp_server.handler.raw == [payload]

@@ -90,6 +90,8 @@ class FakeHTTPServer(StartStopContext):
     """
 
     provider = "http"
+    # The provider's documented request size limit; a larger body gets `too_large()` (413).
+    max_body_bytes = MAX_BODY_BYTES
 
     def __init__(
         self,
@@ -102,6 +104,7 @@ class FakeHTTPServer(StartStopContext):
     ) -> None:
         self.record_requests = record_requests
         self._received: list[HttpRequest] = []
+        self._sizes: list[int] = []  # body bytes of every request, kept even when not recording
         self._received_lock = threading.Lock()
         self.ledger = ledger if ledger is not None else Ledger()
         self.faults = faults if faults is not None else FaultPlan()
@@ -147,6 +150,11 @@ class FakeHTTPServer(StartStopContext):
         if thread is not None:
             thread.join(timeout=2)
 
+    def request_sizes(self) -> list[int]:
+        """Body size in bytes of every request seen, in order (also the refused ones)."""
+        with self._received_lock:
+            return list(self._sizes)
+
     def received(self) -> list[HttpRequest]:
         """Requests seen so far (only kept when ``record_requests=True``)."""
         with self._received_lock:
@@ -169,6 +177,10 @@ class FakeHTTPServer(StartStopContext):
         """The provider's 429 body (``Retry-After`` is added by the base)."""
         return HttpReply.json(429, {"message": "Too Many Requests"})
 
+    def too_large(self) -> HttpReply:
+        """The provider's 413 for a body over ``max_body_bytes``."""
+        return HttpReply.json(413, {"message": "Request too large"})
+
     def not_found(self) -> HttpReply:
         """Reply for unknown routes."""
         return HttpReply.json(404, {"message": "Not Found"})
@@ -177,13 +189,13 @@ class FakeHTTPServer(StartStopContext):
     def serve(self, handler: _Handler) -> None:
         """Run one request through faults, auth, the endpoint and the ledger."""
         request = _read_request(handler)
-        if request is None:
-            _send(handler, HttpReply.json(413, {"message": "Request too large"}))
-            handler.close_connection = True
-            return
-        if self.record_requests:
-            with self._received_lock:
+        with self._received_lock:
+            self._sizes.append(len(request.body))
+            if self.record_requests:
                 self._received.append(request)
+        if len(request.body) > self.max_body_bytes:
+            self._finish(handler, self.too_large(), Outcome.TOO_LARGE)
+            return
         if self.faults.is_refusing():
             self._drop(handler, Outcome.DROPPED)
             return
@@ -261,10 +273,10 @@ class _Handler(BaseHTTPRequestHandler):
         """Silence per-request logging."""
 
 
-def _read_request(handler: _Handler) -> HttpRequest | None:
+def _read_request(handler: _Handler) -> HttpRequest:
+    # The whole body is read even when over the limit, so the client gets the 413 rather than a
+    # reset connection mid-upload (which it would have to treat as AMBIGUOUS).
     length = int(handler.headers.get("Content-Length") or 0)
-    if length > MAX_BODY_BYTES:
-        return None
     body = handler.rfile.read(length) if length > 0 else b""
     parts = urlsplit(handler.path)
     return HttpRequest(handler.command, parts.path, parse_qs(parts.query),

@@ -21,6 +21,7 @@ class Outcome:
     HUNG = "hung"  # accepted into the ledger, never answered
     REJECTED = "rejected"  # permanent recipient rejection (400 / SMTP 550)
     BAD_REQUEST = "bad_request"
+    TOO_LARGE = "too_large"  # body over the ESP's documented size limit (413)
     UNAUTHORIZED = "unauthorized"
     NOT_FOUND = "not_found"
     SERVER_ERROR = "server_error"

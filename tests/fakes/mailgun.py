@@ -31,6 +31,7 @@ from tests.fakes.ledger import Outcome
 MESSAGE_ID_VAR = "v:notifier_message_id"
 MESSAGE_ID_HEADER = "h:X-Notifier-Message-Id"  # fallback when no v: variable is sent
 MAX_RECIPIENTS = 1000
+MAX_REQUEST_BYTES = 25_000_000  # "The maximum message size Mailgun supports is 25MB"
 DEFAULT_API_KEY = "test-mailgun-key"  # placeholder, not a secret
 _ROUTE = re.compile(r"^/v3/(?P<domain>[^/]+)/messages$")
 _RECIPIENT_REF = re.compile(r"^%recipient\.(?P<key>[^%]+)%$")
@@ -45,6 +46,7 @@ class FakeMailgun(FakeHTTPServer):
     """
 
     provider = "mailgun"
+    max_body_bytes = MAX_REQUEST_BYTES
 
     def __init__(self, *, api_key: str | None = DEFAULT_API_KEY, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -76,6 +78,10 @@ class FakeMailgun(FakeHTTPServer):
     def rate_limited(self, retry_after: int) -> HttpReply:
         """429 with Mailgun's ``{"message": ...}`` body."""
         return HttpReply.json(429, {"message": "Too many requests"})
+
+    def too_large(self) -> HttpReply:
+        """413 as Mailgun answers an oversize message."""
+        return HttpReply.json(413, {"message": "Request Entity Too Large"})
 
     def _send(self, domain: str, request: HttpRequest) -> Result:
         try:

@@ -21,6 +21,8 @@ from tests.fakes.ledger import Outcome
 
 MESSAGE_ID_ARG = "notifier_message_id"
 MAX_PERSONALIZATIONS = 1000  # also the cap on to+cc+bcc recipients per request
+# "The total size of your email, including attachments, must be less than 30MB" (Mail Send page).
+MAX_REQUEST_BYTES = 30_000_000
 DEFAULT_API_KEY = "test-sendgrid-key"  # placeholder, not a secret
 
 # Error texts as listed on the SendGrid errors page (linked above).
@@ -57,6 +59,7 @@ class FakeSendGrid(FakeHTTPServer):
     """
 
     provider = "sendgrid"
+    max_body_bytes = MAX_REQUEST_BYTES
 
     def __init__(self, *, api_key: str | None = DEFAULT_API_KEY, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -83,6 +86,11 @@ class FakeSendGrid(FakeHTTPServer):
         """429 as SendGrid sends it (``X-RateLimit-*`` headers, errors body)."""
         return HttpReply.json(429, sendgrid_errors(("too many requests", None)),
                               {"X-RateLimit-Limit": "600", "X-RateLimit-Remaining": "0"})
+
+    def too_large(self) -> HttpReply:
+        """413 with SendGrid's errors body (errors page: "Payload Too Large")."""
+        return HttpReply.json(413, sendgrid_errors(
+            ("The JSON payload you have included in your request is too large.", None)))
 
     def _send(self, request: HttpRequest) -> Result:
         try:

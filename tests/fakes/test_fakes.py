@@ -170,6 +170,22 @@ def test_sendgrid_accepts_and_records_per_personalization(sendgrid: FakeSendGrid
                    "top@example.com": ("m-top", x_id)}
 
 
+def test_sendgrid_and_mailgun_refuse_bodies_over_their_documented_limit(
+    sendgrid: FakeSendGrid, mailgun: FakeMailgun
+) -> None:
+    filler = "x" * 30_000_000  # over SendGrid's 30 MB and Mailgun's 25 MB
+    body = sg_body("m1")
+    body["personalizations"][0]["substitutions"] = {"-n-": filler}
+    resp = sg_post(sendgrid, body, timeout=20)
+    assert resp.status_code == 413 and resp.json()["errors"][0]["message"]
+    assert sg_post(sendgrid, sg_body("m2")).status_code == 202  # the limit is the body's, not ours
+    sizes = sendgrid.request_sizes()
+    assert sizes[0] > 30_000_000 and len(sizes) == 2
+    resp = mg_post(mailgun, {"from": "a@example.com", "to": "b@example.com", "text": filler}, timeout=20)
+    assert resp.status_code == 413 and mailgun.request_sizes()[0] > 25_000_000
+    assert sendgrid.ledger.count() == 1 and mailgun.ledger.count() == 0
+
+
 def test_sendgrid_rejects_bad_key(sendgrid: FakeSendGrid) -> None:
     resp = sg_post(sendgrid, sg_body("m1"), headers={"Authorization": "Bearer nope"})
     assert resp.status_code == 401

@@ -19,6 +19,8 @@ class RecordingHandler:
     messages: list[email.message.Message] = field(default_factory=list)
     # What arrived byte for byte, after the server's own un-stuffing (RFC 5321 4.5.2).
     raw: list[bytes] = field(default_factory=list)
+    # (MAIL FROM, RCPT TOs, MAIL parameters) of each accepted message, as the wire carried them.
+    envelopes: list[tuple[str, list[str], list[str]]] = field(default_factory=list)
     hang_seconds: float = 0.0
     reject_recipients: set[str] = field(default_factory=set)
     # Refusals as a broken relay or a list of bad addresses gives them: one reply for every RCPT
@@ -45,6 +47,7 @@ class RecordingHandler:
         with self.lock:
             self.messages.append(email.message_from_bytes(envelope.content))
             self.raw.append(envelope.original_content)
+            self.envelopes.append((envelope.mail_from, list(envelope.rcpt_tos), list(envelope.mail_options)))
         return "250 Message accepted"
 
     def ids(self) -> list[str]:
@@ -53,10 +56,13 @@ class RecordingHandler:
 
 
 class RecordingSmtpServer:
-    def __init__(self) -> None:
+    def __init__(self, *, smtputf8: bool = False) -> None:
         self.handler = RecordingHandler()
         self.port = free_port()
-        self.controller = Controller(self.handler, hostname="127.0.0.1", port=self.port)
+        # aiosmtpd offers SMTPUTF8 (RFC 6531) only when asked; without it a non-ASCII MAIL or RCPT
+        # argument is refused, as a strict ASCII server does.
+        self.controller = Controller(self.handler, hostname="127.0.0.1", port=self.port,
+                                     enable_SMTPUTF8=smtputf8)
 
     def start(self) -> RecordingSmtpServer:
         self.controller.start()
