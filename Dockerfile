@@ -12,4 +12,7 @@ ENV NOTIFIER_VAR_DIR=/var/lib/notifier
 RUN useradd --system notifier && mkdir -p /var/lib/notifier && chown notifier /var/lib/notifier
 USER notifier
 EXPOSE 8000
-CMD ["gunicorn", "notifier.wsgi", "--bind", "0.0.0.0:8000"]
+# granian: HTTP is parsed in Rust on an event loop, so slow or idle connections hold no Python
+# thread (docs/decisions.md 45); 4 blocking threads per worker run the WSGI app.
+CMD ["granian", "--interface", "wsgi", "--host", "0.0.0.0", "--port", "8000", "--workers", "2", \
+     "--blocking-threads", "4", "--no-ws", "notifier.wsgi:application"]

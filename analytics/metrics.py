@@ -13,14 +13,21 @@ seconds per process so several scrapers cannot multiply the load.
     notifier_webhook_events_total{provider,type}     stored (deduplicated) webhook events
     notifier_provider_fault{provider}                1 while a provider answers every message
                                                      with the same permanent error (alert on it)
+
+Access (docs/decisions.md 47): with NOTIFIER_METRICS_TOKEN set, only `Authorization: Bearer
+<token>` is answered, anything else is a 401; unset, only loopback peers are (`make run`, a
+Prometheus on the same host), the rest a 401 that says to set the token.
 """
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
 import threading
 import time
 from collections.abc import Iterable
 
+from django.conf import settings
 from django.db import connection
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
@@ -131,5 +138,28 @@ def metrics_cache_clear() -> None:
     COLLECTOR.clear()
 
 
+def _is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def scrape_allowed(request: HttpRequest) -> bool:
+    """The bearer token when one is configured; without one, loopback peers only."""
+    token = settings.NOTIFIER_METRICS_TOKEN
+    if not token:
+        return _is_loopback(request.META.get("REMOTE_ADDR", ""))
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    # Constant-time: the comparison must not tell a prober how much of the token it got right.
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
+
+
 def metrics_view(request: HttpRequest) -> HttpResponse:
+    if not scrape_allowed(request):
+        reason = "bearer token required" if settings.NOTIFIER_METRICS_TOKEN else (
+            "set NOTIFIER_METRICS_TOKEN to scrape /metrics from another host")
+        response = HttpResponse(reason + "\n", status=401, content_type="text/plain")
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
     return HttpResponse(generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST)

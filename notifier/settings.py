@@ -205,6 +205,9 @@ NOTIFIER_RATE_LIMIT_CACHE_SECONDS = env.float("NOTIFIER_RATE_LIMIT_CACHE_SECONDS
 NOTIFIER_RATE_LIMIT_INLINE_WAIT_SECONDS = env.float("NOTIFIER_RATE_LIMIT_INLINE_WAIT_SECONDS", default=0.5)
 NOTIFIER_RATE_LIMIT_P0_RESERVE = env.float("NOTIFIER_RATE_LIMIT_P0_RESERVE", default=0.2)
 NOTIFIER_RATE_LIMIT_SHRINK_SECONDS = env.float("NOTIFIER_RATE_LIMIT_SHRINK_SECONDS", default=60.0)
+# --- Metrics -----------------------------------------------------------------------------------
+# Bearer token Prometheus sends to /metrics; unset, only loopback peers may scrape (decision 47).
+NOTIFIER_METRICS_TOKEN = env.str("NOTIFIER_METRICS_TOKEN", default="")
 # --- Templates (sandbox budgets per render, templates/sandbox.py) -----------------------------
 NOTIFIER_TEMPLATE_RENDER_SECONDS = env.float("NOTIFIER_TEMPLATE_RENDER_SECONDS", default=0.5)
 NOTIFIER_TEMPLATE_MAX_LOOP_ITERATIONS = env.int("NOTIFIER_TEMPLATE_MAX_LOOP_ITERATIONS", default=20_000)

@@ -10,7 +10,12 @@ Immutable variant so lists and dicts cannot be grown in place) every render gets
 - bytes: every string-building op (`*`, `%`, `~`, filters, the output stream) counts the bytes it
   makes before making them, against `max_bytes` per render, so `"x" * 10**9`, doubling chains and
   `|center(10**9)` fail fast instead of allocating gigabytes;
-- numbers: `**` with a large exponent is refused (10**10**10 would never finish).
+- numbers: `**` with a large exponent is refused (10**10**10 would never finish);
+- multipliers: where the result is a product of two bounded inputs (`lipsum(n, max=...)`,
+  `|indent` on many lines, `|join`/`.join` with a long separator, `|replace`/`.replace`,
+  `|wordwrap`'s wrapstring, `.expandtabs`), its size is estimated from the inputs and refused
+  before the call when it would not fit in what is left of the budget: counting afterwards
+  is too late, the allocation (and its time, out of reach of the deadline) has happened.
 
 A blown budget raises RenderLimitExceeded (a TemplateError), which the API reports as a 400 and
 the sender records as a failed render. Cost on the happy path: see docs/benchmarks.md.
@@ -19,6 +24,7 @@ the sender records as a failed render. Cost on the happy path: see docs/benchmar
 from __future__ import annotations
 
 import contextvars
+import inspect
 import operator
 import re
 import time
@@ -39,7 +45,7 @@ _GROWING_FILTERS = {"center", "indent", "wordwrap", "format", "truncate", "join"
                     "batch", "slice", "list", "string", "tojson", "pprint", "urlize", "filesizeformat",
                     "xmlattr", "map", "select", "reject", "selectattr", "rejectattr", "sum"}
 _FORMAT_FILTER = jinja2.filters.do_format
-_PAD_METHODS = {"center", "ljust", "rjust", "zfill", "expandtabs", "format", "format_map"}
+_PAD_METHODS = {"center", "ljust", "rjust", "zfill", "format", "format_map"}
 
 
 class RenderLimitExceeded(jinja2.TemplateError):
@@ -71,6 +77,11 @@ class Budget:
         self._ticks += 1
         if self._ticks & 15 == 0 and time.monotonic() > self.deadline:
             raise RenderLimitExceeded(f"render took longer than {self.limits.seconds:.2f} s")
+
+    def reserve_bytes(self, count: int) -> None:
+        """Refuse, before making it, a result of about `count` bytes that cannot fit."""
+        if self.bytes + count > self.limits.max_bytes:
+            raise RenderLimitExceeded(f"render output over {self.limits.max_bytes} bytes")
 
     def spend_bytes(self, count: int) -> None:
         # No clock read here (this runs per output value): loops and calls check the deadline.
@@ -158,6 +169,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         super().__init__(**options)
         self.globals[LOOP_GUARD] = _loop_guard
         self.globals["range"] = _bounded_range
+        self.globals["lipsum"] = _bounded_lipsum
         self.globals.pop("namespace", None)  # mutable across loop iterations: no accumulation
         # Filters that can make big output from small input are wrapped (counted, and never
         # folded at compile time: the optimizer would run `'x'|center(10**9)` outside any
@@ -213,8 +225,11 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
             if budget.calls > budget.limits.max_calls:
                 raise RenderLimitExceeded(f"more than {budget.limits.max_calls} calls")
             budget.tick()
-            if getattr(__obj, "__name__", "") in _PAD_METHODS:
+            name = getattr(__obj, "__name__", "")
+            if name in _PAD_METHODS:
                 _check_pad_args(__obj, args, kwargs)
+            elif name in _STR_PRODUCTS and isinstance(getattr(__obj, "__self__", None), str):
+                args = _STR_PRODUCTS[name](budget, __obj.__self__, args, kwargs)
         result = super().call(__context, __obj, *args, **kwargs)
         if budget is not None and isinstance(result, str):
             budget.spend_bytes(len(result))
@@ -257,6 +272,8 @@ def _counted_filter(func: Any) -> Any:
     arguments at compile time (outside any budget); it hands the original what it asked for.
     """
     pass_arg = _PassArg.from_obj(func)
+    estimate = _FILTER_PRODUCTS.get(func.__name__)
+    signature = inspect.signature(func) if estimate is not None else None
 
     @pass_context
     def wrapper(context: Any, *args: Any, **kwargs: Any) -> Any:
@@ -268,6 +285,10 @@ def _counted_filter(func: Any) -> Any:
             args = (context.environment, *args)
         offset = 0 if pass_arg is None else 1
         checked(func, args[offset:], kwargs)
+        if estimate is not None and (budget := current_budget()) is not None:
+            bound = signature.bind(*args, **kwargs)
+            estimate(budget, bound.arguments)
+            args, kwargs = bound.args, bound.kwargs
         result = func(*args, **kwargs)
         budget = current_budget()
         if budget is not None:
@@ -288,3 +309,85 @@ def checked(func: Any, args: tuple, kwargs: dict) -> None:
                 raise RenderLimitExceeded("filter argument too large")
     if args and type(args[0]) is str and func is _FORMAT_FILTER:
         _check_format_widths(args[0])
+
+
+# Results whose size is a product of their inputs: estimated and reserved before the call.
+LIPSUM_BYTES_PER_WORD = 12  # a lorem word, its space or comma, and the HTML paragraph markup
+
+
+# Jinja's parameter names: templates call lipsum(n, html, min=..., max=...).
+def _bounded_lipsum(n: int = 5, html: bool = True, min: int = 20, max: int = 100) -> str:
+    budget = current_budget()
+    if budget is not None:
+        budget.reserve_bytes(_as_count(n) * _as_count(max) * LIPSUM_BYTES_PER_WORD)
+    return jinja2.utils.generate_lorem_ipsum(n=n, html=html, min=min, max=max)
+
+
+def _as_count(value: Any) -> int:
+    return value if type(value) is int and value > 0 else 0
+
+
+def _materialized(value: Any) -> Any:
+    """A one-shot iterable as a list (it must be counted before it is joined)."""
+    return value if isinstance(value, str | list | tuple | dict) else list(value)
+
+
+def _joined_size(budget: Budget, separator: Any, items: Any) -> None:
+    if isinstance(separator, str) and items:
+        budget.reserve_bytes(len(separator) * (len(items) - 1))
+
+
+def _replaced_size(budget: Budget, s: Any, old: Any, new: Any) -> None:
+    if isinstance(s, str) and isinstance(old, str) and isinstance(new, str) and len(new) > len(old):
+        budget.reserve_bytes(len(s) + s.count(old) * (len(new) - len(old)))  # "" matches len+1 times
+
+
+def _estimate_indent(budget: Budget, arguments: dict) -> None:
+    s, width = arguments.get("s"), arguments.get("width", 4)
+    pad = len(width) if isinstance(width, str) else _as_count(width)
+    if isinstance(s, str):
+        budget.reserve_bytes(len(s) + pad * (s.count("\n") + 1))
+
+
+def _estimate_join(budget: Budget, arguments: dict) -> None:
+    arguments["value"] = _materialized(arguments["value"])
+    _joined_size(budget, arguments.get("d", ""), arguments["value"])
+
+
+def _estimate_replace(budget: Budget, arguments: dict) -> None:
+    _replaced_size(budget, arguments.get("s"), arguments.get("old"), arguments.get("new"))
+
+
+def _estimate_wordwrap(budget: Budget, arguments: dict) -> None:
+    s, wrapstring = arguments.get("s"), arguments.get("wrapstring")
+    if isinstance(s, str) and isinstance(wrapstring, str):
+        width = max(_as_count(arguments.get("width", 79)), 1)
+        breaks = len(s) // width + s.count(" ") + s.count("\n") + 1  # at most one per word or width
+        budget.reserve_bytes(len(s) + breaks * len(wrapstring))
+
+
+_FILTER_PRODUCTS = {"do_indent": _estimate_indent, "do_join": _estimate_join,
+                    "do_replace": _estimate_replace, "do_wordwrap": _estimate_wordwrap}
+
+
+def _str_join(budget: Budget, separator: str, args: tuple, kwargs: dict) -> tuple:
+    if not args:
+        return args
+    items = _materialized(args[0])
+    _joined_size(budget, separator, items)
+    return (items, *args[1:])
+
+
+def _str_replace(budget: Budget, s: str, args: tuple, kwargs: dict) -> tuple:
+    if len(args) >= 2:
+        _replaced_size(budget, s, args[0], args[1])
+    return args
+
+
+def _str_expandtabs(budget: Budget, s: str, args: tuple, kwargs: dict) -> tuple:
+    tabsize = _as_count(args[0] if args else kwargs.get("tabsize", 8))
+    budget.reserve_bytes(len(s) + s.count("\t") * tabsize)
+    return args
+
+
+_STR_PRODUCTS = {"join": _str_join, "replace": _str_replace, "expandtabs": _str_expandtabs}

@@ -59,9 +59,10 @@ def test_manage_py_check_passes_with_an_unset_key_or_a_real_one_or_debug():
     assert _run(["manage.py", "check"], DJANGO_SECRET_KEY="change-me", DJANGO_DEBUG="true").returncode == 0
 
 
-def test_gunicorn_refuses_to_start_with_the_placeholder_key():
+def test_the_web_server_refuses_to_start_with_the_placeholder_key():
     result = _run(
-        ["-m", "gunicorn", "notifier.wsgi", "--bind", "127.0.0.1:0", "--workers", "1"],
+        ["-m", "granian", "--interface", "wsgi", "--port", "0", "--workers", "1",
+         "notifier.wsgi:application"],
         DJANGO_SECRET_KEY="change-me",
     )
     assert result.returncode != 0

@@ -91,8 +91,10 @@ def test_render_escapes_merge_values_in_html(api, welcome):
     assert "&lt;script&gt;" in response.json()["html"] and "<script>" not in response.json()["html"]
 
 
-def test_a_hostile_template_saves_but_its_render_is_stopped(api):
-    body = {"name": "evil", "subject": "s", "html_body": "{% for i in range(10**9) %}x{% endfor %}"}
+@pytest.mark.parametrize("html", ["{% for i in range(10**9) %}x{% endfor %}", "{{ lipsum(10**6) }}",
+                                  "{{ ('a\n' * 10000)|indent(20000) }}"])
+def test_a_hostile_template_saves_but_its_render_is_stopped(api, html):
+    body = {"name": "evil", "subject": "s", "html_body": html}
     created = api.post("/api/v1/templates", body, format="json").json()
     response = api.post(f"/api/v1/templates/{created['id']}/render", {"context": {}}, format="json")
     assert response.status_code == 400 and "stopped" in response.json()["error"]["fields"]["template"][0]

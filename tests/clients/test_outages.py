@@ -13,7 +13,7 @@ from tests.support.ports import free_port
 
 def _serve(spawn, tmp_path, **env: str) -> int:
     port = free_port()
-    spawn(web.gunicorn(port, processes.subprocess_env(**env), tmp_path))
+    spawn(web.web_server(port, processes.subprocess_env(**env), tmp_path))
     web.wait_until_serving(port)
     return port
 

@@ -1,4 +1,4 @@
-"""F19 across processes: two gunicorn servers (2 workers x 4 threads each) share one budget.
+"""F19 across processes: two web servers (2 workers x 4 threads each) share one budget.
 
 Hundreds of parallel requests from two clients are spread over both servers; the limited client
 gets exactly its quota (the Lua script is atomic, the clock is Redis's), the other none refused.
@@ -28,7 +28,7 @@ def test_limited_client_gets_exactly_its_quota_across_processes(spawn, tmp_path)
     env = processes.subprocess_env()
     ports = [free_port(), free_port()]
     for port in ports:
-        spawn(web.gunicorn(port, env, tmp_path))
+        spawn(web.web_server(port, env, tmp_path))
     for port in ports:
         web.wait_until_serving(port)
 

@@ -20,7 +20,7 @@ from clients.services import api_client_create
 from tests.support import processes
 from tests.support.ports import free_port
 from tests.support.waiting import wait_for
-from tests.support.web import post_otp
+from tests.support.web import post_otp, wait_until_serving
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -80,10 +80,10 @@ def test_worker_survives_redis_broker_restarts_under_load(broker, broker_port, p
     env = {**process_env, "CELERY_BROKER_URL": f"redis://127.0.0.1:{broker_port}/0"}
     _, key = api_client_create(name="svc")
     port = free_port()
-    web = spawn(processes.web_server(env, tmp_path, port))
+    spawn(processes.web_server(env, tmp_path, port))
     worker = spawn(processes.celery_worker("critical", env, tmp_path, concurrency=2))
     spawn(processes.scheduler(env, tmp_path))  # re-publishes what the restarts lost
-    web.wait_for_log("Booting worker")
+    wait_until_serving(port)
     worker.wait_for_log("ready.")
     with OtpStream(port, key) as stream:
         for _ in range(3):

@@ -1,4 +1,4 @@
-"""The pipeline through a real gunicorn web process, on each supported broker.
+"""The pipeline through the real web process (the Procfile's), on each supported broker.
 
 RabbitMQ and Redis behave differently where it matters (redelivery of unacked messages, queue
 declaration), so the same path is proven on both.
@@ -17,7 +17,7 @@ from clients.services import api_client_create
 from delivery.models import EmailMessage
 from tests.support import processes
 from tests.support.ports import free_port
-from tests.support.web import post_otp
+from tests.support.web import post_otp, wait_until_serving
 
 AMQP_URL = "amqp://guest:guest@127.0.0.1:5672//"
 
@@ -47,13 +47,13 @@ def _wait_sent(message_id: int, timeout: float) -> bool:
 
 @pytest.mark.e2e
 @pytest.mark.xdist_group("amqp")  # one RabbitMQ vhost: these tests share a worker
-def test_critical_message_through_gunicorn_and_each_broker(broker_env, otp_template, smtp_server,
+def test_critical_message_through_the_web_and_each_broker(broker_env, otp_template, smtp_server,
                                                           spawn, tmp_path):
     _, key = api_client_create(name="svc")
     port = free_port()
-    web = spawn(processes.web_server(broker_env, tmp_path, port))
+    spawn(processes.web_server(broker_env, tmp_path, port))
     worker = spawn(processes.celery_worker("critical", broker_env, tmp_path))
-    web.wait_for_log("Booting worker")
+    wait_until_serving(port)
     worker.wait_for_log("ready.")
     sent_ids = []
     for n in range(5):

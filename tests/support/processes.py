@@ -121,8 +121,23 @@ def _priority_index(role: str) -> int:
     return {"critical": 0, "high": 1, "normal": 2, "low": 3}[role]
 
 
-def web_server(env: dict[str, str], log_dir: Path, port: int) -> ManagedProcess:
-    """The API under gunicorn, as production runs it."""
-    argv = [sys.executable, "-m", "gunicorn", "notifier.wsgi", "--bind", f"127.0.0.1:{port}",
-            "--workers", "1", "--threads", "4"]
+def procfile_command(name: str) -> str:
+    """The command line of one Procfile process (`web: granian ...` -> "granian ...")."""
+    for line in (BASE_DIR / "Procfile").read_text().splitlines():
+        process, _, command = line.partition(":")
+        if process.strip() == name:
+            return command.strip()
+    raise LookupError(f"no {name!r} process in the Procfile")
+
+
+def web_server(env: dict[str, str], log_dir: Path, port: int, workers: int = 1) -> ManagedProcess:
+    """The API served exactly as the Procfile's `web` line serves it, on `port`.
+
+    Through sh, as honcho runs it ($PORT and ${WEB_CONCURRENCY:-2} expand); `exec` so that the
+    server itself is the process the test signals. The virtualenv's bin comes first on PATH.
+    """
+    env = {**env, "PORT": str(port), "WEB_CONCURRENCY": str(workers),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"}
+    argv = ["/bin/sh", "-c", f"exec {procfile_command('web')}"]
     return ManagedProcess(f"web-{port}", argv, env, log_dir)
+

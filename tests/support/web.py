@@ -1,8 +1,7 @@
-"""Real web processes for API tests: gunicorn on 127.0.0.1 over the test database."""
+"""Real web processes for API tests: the Procfile's web server on 127.0.0.1, test database."""
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
@@ -11,11 +10,8 @@ import requests
 from tests.support import processes
 
 
-def gunicorn(port: int, env: dict[str, str], log_dir: Path, workers: int = 2) -> processes.ManagedProcess:
-    argv = [sys.executable, "-m", "gunicorn", "notifier.wsgi", "--bind", f"127.0.0.1:{port}",
-            "--workers", str(workers), "--threads", "4", "--worker-class", "gthread",
-            "--timeout", "60"]
-    return processes.ManagedProcess(f"web-{port}", argv, env, log_dir)
+def web_server(port: int, env: dict[str, str], log_dir: Path, workers: int = 2) -> processes.ManagedProcess:
+    return processes.web_server(env, log_dir, port, workers=workers)
 
 
 def wait_until_serving(port: int, timeout: float = 90.0) -> None:
@@ -27,7 +23,7 @@ def wait_until_serving(port: int, timeout: float = 90.0) -> None:
             return
         except requests.RequestException:  # not listening yet, or still importing Django
             time.sleep(0.2)
-    raise TimeoutError(f"gunicorn on {port} did not start")
+    raise TimeoutError(f"the web on {port} did not start")
 
 
 def post_otp(base_url: str, key: str, n: int, session: requests.Session | None = None,

@@ -29,6 +29,20 @@ HOSTILE = {
                     "{% set s = 'y' * 100000 %}{{ m() }}",
     "output size": "{% for i in range(10000) %}" + "z" * 1000 + "{% endfor %}",
     "recursion": "{% macro r() %}{{ r() }}{% endmacro %}{{ r() }}",
+    # Products of two bounded inputs (decision 46): refused before the allocation is made.
+    "lipsum": "{{ lipsum(10**6) }}",
+    "lipsum long paragraphs": "{{ lipsum(20, max=10**6) }}",
+    "indent many lines": "{{ ('a\n' * 10000)|indent(20000) }}",
+    "indent string width": "{{ ('a\n' * 10000)|indent('x' * 20000) }}",
+    "join filter separator": "{{ range(5000)|join('y' * 50000) }}",
+    "join method separator": "{{ ('y' * 50000).join(range(5000)|map('string')) }}",
+    "replace filter": "{{ ('x' * 100000)|replace('', 'y' * 2000) }}",
+    "replace method": "{{ ('x' * 100000).replace('x', 'y' * 2000) }}",
+    "wordwrap wrapstring": "{{ ('ab ' * 100000)|wordwrap(1, true, 'y' * 2000) }}",
+    "expandtabs": "{{ ('x\t' * 10000).expandtabs(20000) }}",
+    "center on a huge width": "{{ 'x'|center(2000000) ~ 'x'|center(2000000) }}",
+    "format many args": "{{ ('%s' * 100)|format(*(['y' * 100000] * 100)) }}",
+    "repeat a joined range": "{{ (range(10000)|join(',')) * 1000 }}",
 }
 ESCAPES = [
     "{{ ''.__class__.__mro__[1].__subclasses__() }}",
@@ -72,6 +86,16 @@ def test_a_slow_render_is_stopped_by_the_deadline():
     with pytest.raises(TemplateError, match="longer than"):
         _render(html, limits=limits)
     assert time.monotonic() - started < 2
+
+
+def test_ordinary_uses_of_the_multiplying_helpers_still_render():
+    html = ("{{ lipsum(2) }}|{{ 'a\nb'|indent(2, true) }}|{{ [1, 2]|join(', ') }}|"
+            "{{ ', '.join(['x', 'y']) }}|{{ 'abc'|replace('b', 'xx') }}|{{ 'a.b'.replace('.', '--') }}|"
+            "{{ 'one two three'|wordwrap(5, wrapstring='/') }}|{{ 'a\tb'.expandtabs(4) }}")
+    parts = _render(html).html.split("|")
+    assert parts[0].count("<p>") == 2
+    assert parts[1:-1] == ["  a\n  b", "1, 2", "x, y", "axxc", "a--b", "one/two/three"]
+    assert parts[-1].startswith("a   b")  # then the closing tags css-inline adds
 
 
 def test_merge_values_are_escaped_and_ordinary_templates_render():

@@ -1,0 +1,144 @@
+"""HTTP front candidates for the web process: CPU per POST /api/v1/messages and throughput.
+
+    .venv/bin/python -m bench.web_front --requests 2000 --concurrency 8
+
+Uses DATABASE_URL/REDIS_URL, or starts the embedded PostgreSQL and Redis (var/) when unset.
+Each candidate serves notifier's WSGI app with 2 worker processes; the load is closed-loop
+(`--concurrency` keep-alive clients) from this process, on the same cores. CPU is utime+stime
+of the server's whole process tree from /proc/<pid>/stat, read before and after the run.
+Messages are queued, not sent (no worker runs): this is the accept path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import requests
+
+from bench.api_latency import _ensure_database, _manage
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+TICKS = os.sysconf("SC_CLK_TCK")
+APP = "notifier.wsgi:application"
+CANDIDATES = {
+    "gunicorn-gthread-2x4": ["gunicorn", "notifier.wsgi", "--workers", "2", "--threads", "4",
+                             "--bind", "127.0.0.1:{port}"],
+    "granian-wsgi-2x4": ["granian", "--interface", "wsgi", "--workers", "2", "--blocking-threads",
+                         "4", "--no-ws", "--host", "127.0.0.1", "--port", "{port}", APP],
+}
+
+
+def _prepare() -> str:
+    """Migrate, the bench-otp template, and an API key whose rate never throttles the run."""
+    _ensure_database()
+    _manage("migrate", "--noinput")
+    _manage("shell", "-c", "from templates.models import Template;"
+            "from templates.services import template_create;"
+            "Template.objects.filter(name='bench-otp').exists() or template_create("
+            "name='bench-otp', subject='Code {{ code }}', html_body='<p>{{ code }}</p>')")
+    return _manage("create_api_key", "bench-front", "--rate", "1000000/min").strip().splitlines()[-1]
+
+
+def _tree_cpu_seconds(pid: int) -> float:
+    """utime+stime of pid and its children, from /proc (ps rounds, and misses dead threads)."""
+    total = 0
+    for proc in [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]:
+        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of stat
+    return total / TICKS
+
+
+def _load(url: str, key: str, count: int, concurrency: int) -> float:
+    """Closed loop: `concurrency` clients post `count` messages in all; returns the seconds taken."""
+    counter = iter(range(count))
+    lock = threading.Lock()
+    errors: list[str] = []
+
+    def client() -> None:
+        session = requests.Session()
+        session.headers["Authorization"] = f"Api-Key {key}"
+        while True:
+            with lock:
+                n = next(counter, None)
+            if n is None:
+                return
+            body = {"to": f"bench{n}@example.com", "template": "bench-otp", "priority": "critical",
+                    "context": {"code": str(n)}}
+            response = session.post(url, json=body, timeout=30)
+            if response.status_code != 202:
+                errors.append(response.text)
+                return
+
+    threads = [threading.Thread(target=client) for _ in range(concurrency)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise RuntimeError(f"{len(errors)} requests failed, first: {errors[0]}")
+    return time.perf_counter() - started
+
+
+def _measure(name: str, key: str, port: int, count: int, concurrency: int) -> str:
+    argv = [str(Path(sys.executable).parent / arg) if i == 0 else arg.format(port=port)
+            for i, arg in enumerate(CANDIDATES[name])]
+    server = subprocess.Popen(argv, cwd=BASE_DIR, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        url = f"http://127.0.0.1:{port}/api/v1/messages"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                requests.get(f"http://127.0.0.1:{port}/healthz", timeout=10)
+                break
+            except requests.RequestException:  # not listening yet, or still importing Django
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        _load(url, key, 100, concurrency)  # warm every worker and thread
+        cpu_before = _tree_cpu_seconds(server.pid)
+        seconds = _load(url, key, count, concurrency)
+        cpu = _tree_cpu_seconds(server.pid) - cpu_before
+        return (f"{name:22} {count / seconds:7.1f} req/s  {cpu * 1000 / count:5.2f} ms CPU/request "
+                f"(server tree), load avg {os.getloadavg()[0]:.2f}")
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--port", type=int, default=8766)
+    parser.add_argument("candidates", nargs="*", default=list(CANDIDATES))
+    args = parser.parse_args()
+    os.environ.setdefault("NOTIFIER_TASK_EVENTS", "false")
+    started = []
+    if not os.environ.get("DATABASE_URL") or not os.environ.get("REDIS_URL"):
+        from devtools.embedded import embedded_postgres, embedded_redis
+
+        for server in (embedded_postgres(BASE_DIR / "var"), embedded_redis(BASE_DIR / "var")):
+            if server.start():
+                started.append(server)
+    try:
+        key = _prepare()
+        for name in args.candidates:
+            print(_measure(name, key, args.port, args.requests, args.concurrency), flush=True)
+        _manage("shell", "-c", "from notifier.celery import app; app.control.purge()")
+    finally:
+        for server in started:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()
