@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 from django.conf import settings as django_settings
-from feedback.metrics import metrics_cache_clear
+
+from analytics.metrics import metrics_cache_clear
 
 pytestmark = pytest.mark.django_db
 
