@@ -1,9 +1,10 @@
 """Create transactional messages (the POST /api/v1/messages path).
 
 The unique idempotency key makes the insert itself the duplicate check: a repeated call with the
-same key returns the first message and enqueues nothing. A suppressed recipient is recorded as
-SUPPRESSED and never enqueued. The task is published only after the row commits, so a worker can
-never look for a row that is not there yet.
+same key returns the first message and enqueues nothing; the same key with a different request
+is a 409, as the `Idempotency-Key` header answers (clients/idempotency.py). A suppressed
+recipient is recorded as SUPPRESSED and never enqueued. The task is published only after the
+row commits, so a worker can never look for a row that is not there yet.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 
 from campaigns.selectors import email_is_suppressed
+from clients.idempotency import IdempotencyConflict
 from clients.models import ApiClient
 from core.priorities import Priority
 from delivery.models import EmailMessage
@@ -56,6 +58,18 @@ def client_idempotency_key(client: ApiClient, key: str | None) -> str:
     return f"client:{client.pk}:{key}" if key else f"auto:{uuid.uuid4().hex}"
 
 
+def _replay(key: str, request: dict) -> MessageCreated:
+    """The message first created under `key`, if `request` is the same one; a different
+    request under a reused key would otherwise be silently dropped (never sent)."""
+    existing = EmailMessage.objects.select_related("template_version").get(idempotency_key=key)
+    stored = {"recipient": existing.recipient, "template_id": existing.template_version.template_id,
+              "context": existing.context, "priority": existing.priority,
+              "scheduled": existing.scheduled_for is not None, "cancel_key": existing.cancel_key}
+    if stored != request:
+        raise IdempotencyConflict("This idempotency_key was used with a different request.")
+    return MessageCreated(existing, replayed=True)
+
+
 def _initial_status(suppressed: bool, scheduled_for: datetime | None) -> str:
     if suppressed:
         return Status.SUPPRESSED
@@ -75,9 +89,12 @@ def message_create(
 ) -> MessageCreated:
     """Record one message; publish it now, or (scheduled_for) leave it SCHEDULED in the due set."""
     key = client_idempotency_key(client, idempotency_key)
-    existing = EmailMessage.objects.filter(idempotency_key=key).first()
-    if existing:
-        return MessageCreated(existing, replayed=True)
+    # What a retry must repeat; `scheduled_for` itself moves with the clock for a delayed send.
+    request = {"recipient": recipient, "template_id": template_version.template_id,
+               "context": context, "priority": int(priority),
+               "scheduled": scheduled_for is not None, "cancel_key": cancel_key}
+    if EmailMessage.objects.filter(idempotency_key=key).exists():
+        return _replay(key, request)
     suppressed = email_is_suppressed(email=recipient)
     try:
         with transaction.atomic():
@@ -99,5 +116,5 @@ def message_create(
                 transaction.on_commit(lambda: _enqueue_after_commit(message.id, priority))
     except IntegrityError:
         # A concurrent call with the same key won the insert.
-        return MessageCreated(EmailMessage.objects.get(idempotency_key=key), replayed=True)
+        return _replay(key, request)
     return MessageCreated(message, replayed=False)
