@@ -113,3 +113,13 @@ def test_a_valid_cursor_still_pages(api, template):
     assert first["next"]
     second = api.get(first["next"])
     assert second.status_code == 200 and len(second.json()["results"]) == 1
+
+
+@pytest.mark.parametrize("url", [
+    "/api/v1/suppressions?email={long}", "/api/v1/suppressions?after={long}",
+    "/api/v1/campaigns?status={long}&before={long}", "/api/v1/templates?cursor={long}",
+    "/api/v1/templates/{template}/preview?contact={long}", "/api/v1/suppressions/{long}",
+])
+def test_overlong_query_values_and_path_segments_are_never_a_500(api, template, url):
+    response = api.get(url.format(long="x" * 100_000, template=template.template_id))
+    assert response.status_code < 500, response.content[:300]
