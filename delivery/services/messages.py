@@ -1,10 +1,9 @@
 """Create transactional messages (the POST /api/v1/messages path).
 
 The unique idempotency key makes the insert itself the duplicate check: a repeated call with the
-same key returns the first message and enqueues nothing; the same key with a different request
-is a 409, as the `Idempotency-Key` header answers (clients/idempotency.py). A suppressed
-recipient is recorded as SUPPRESSED and never enqueued. The task is published only after the
-row commits, so a worker can never look for a row that is not there yet.
+same key returns the first message and enqueues nothing. A suppressed recipient is recorded as
+SUPPRESSED and never enqueued. The task is published only after the row commits, so a worker can
+never look for a row that is not there yet.
 """
 
 from __future__ import annotations
@@ -15,9 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
+from rest_framework import exceptions, status
 
 from campaigns.selectors import email_is_suppressed
-from clients.idempotency import IdempotencyConflict
 from clients.models import ApiClient
 from core.priorities import Priority
 from delivery.models import EmailMessage
@@ -58,15 +57,23 @@ def client_idempotency_key(client: ApiClient, key: str | None) -> str:
     return f"client:{client.pk}:{key}" if key else f"auto:{uuid.uuid4().hex}"
 
 
+class IdempotencyKeyReusedError(exceptions.APIException):
+    """The key was first used for a different message: a 409, as for the `Idempotency-Key`
+    header (clients/idempotency.py); replaying the first would silently drop this one."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conflict"
+    default_detail = "This idempotency_key was used with a different request."
+
+
 def _replay(key: str, request: dict) -> MessageCreated:
-    """The message first created under `key`, if `request` is the same one; a different
-    request under a reused key would otherwise be silently dropped (never sent)."""
+    """The message first created under `key`, if `request` is the same one."""
     existing = EmailMessage.objects.select_related("template_version").get(idempotency_key=key)
     stored = {"recipient": existing.recipient, "template_id": existing.template_version.template_id,
               "context": existing.context, "priority": existing.priority,
               "scheduled": existing.scheduled_for is not None, "cancel_key": existing.cancel_key}
     if stored != request:
-        raise IdempotencyConflict("This idempotency_key was used with a different request.")
+        raise IdempotencyKeyReusedError
     return MessageCreated(existing, replayed=True)
 
 
