@@ -17,13 +17,14 @@ class CampaignsConfig(AppConfig):
 
         # What a recurring schedule runs, what a cancelled one-off schedule stops, and the
         # recovery sweeps the scheduler's lock holder runs (scheduling/extensions.py).
-        from campaigns.services.launch import campaign_launch_run
+        from campaigns.services.launch import campaign_definition_validate, campaign_launch_run
         from campaigns.services.lifecycle import campaign_cancel_if_open
         from campaigns.services.recovery import campaigns_recovery_sweep
         from campaigns.services.scheduled import campaigns_due_promote
         from scheduling import extensions as scheduling
 
         scheduling.register_run_launcher(campaign_launch_run)
+        scheduling.register_definition_validator(campaign_definition_validate)
         scheduling.register_target_canceller(campaign_cancel_if_open)
         scheduling.register_sweep(campaigns_recovery_sweep)
         scheduling.register_due_listener(campaigns_due_promote)

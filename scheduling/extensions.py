@@ -6,6 +6,8 @@ registers that from its `AppConfig.ready()`:
 
 - the run launcher: `launch(definition, client_id)` creates what one recurring run sends (a
   campaign) and returns it, or raises DRF's ValidationError when there is nothing to send;
+- the definition validator: `validate(definition)` raises DRF's ValidationError when a
+  recurring schedule's definition could not launch (checked when the schedule is created);
 - the target canceller: `cancel(campaign_id)` stops what a cancelled one-off schedule launched;
 - sweeps: functions the scheduler's lock holder runs in its sweep thread (campaign recovery);
 - due listeners: `f(campaign_ids=[...])` told which campaigns' rows the dispatcher just released
@@ -19,8 +21,10 @@ from typing import Any
 
 RunLauncher = Callable[[dict[str, Any], "int | None"], Any]
 TargetCanceller = Callable[[int], None]
+DefinitionValidator = Callable[[dict[str, Any]], None]
 
 _launchers: list[RunLauncher] = []
+_validators: list[DefinitionValidator] = []
 _cancellers: list[TargetCanceller] = []
 _sweeps: list[Callable[[], None]] = []
 DueListener = Callable[..., object]  # called as f(campaign_ids=[...])
@@ -34,6 +38,10 @@ class NothingRegisteredError(RuntimeError):
 
 def register_run_launcher(launch: RunLauncher) -> None:
     _launchers[:] = [launch]  # one kind of scheduled thing today: the latest registration wins
+
+
+def register_definition_validator(validate: DefinitionValidator) -> None:
+    _validators[:] = [validate]  # paired with the run launcher: the latest registration wins
 
 
 def register_target_canceller(cancel: TargetCanceller) -> None:
@@ -55,6 +63,12 @@ def launch_run(definition: dict[str, Any], client_id: int | None) -> Any:
     if not _launchers:
         raise NothingRegisteredError("no app registered a launcher for recurring runs")
     return _launchers[0](definition, client_id)
+
+
+def validate_definition(definition: dict[str, Any]) -> None:
+    if not _validators:
+        raise NothingRegisteredError("no app registered a validator for recurring runs")
+    _validators[0](definition)
 
 
 def cancel_target(campaign_id: int) -> None:

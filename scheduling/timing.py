@@ -21,10 +21,13 @@ from datetime import UTC, date, datetime, time, timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 CRON_FIELDS = 5  # minute hour day-of-month month day-of-week (celery-beat's CrontabSchedule)
 MAX_CRON_SCAN = 10_000
+# A fixed start for the "does it ever fire" probe: cron repeats, so a match after it means
+# matches forever (croniter gives up after 50 years without one; 29 February is found).
+CRON_PROBE_START = datetime(2000, 1, 1)  # naive: croniter walks wall-clock time
 
 
 class TimingError(ValueError):
@@ -108,6 +111,12 @@ def cron_validate(expression: str) -> str:
     normalised = " ".join(str(expression).split())
     if len(normalised.split(" ")) != CRON_FIELDS or not croniter.is_valid(normalised):
         raise TimingError("cron", f"Invalid cron expression {expression!r} (5 fields: m h dom mon dow).")
+    try:
+        # Valid fields can still name a day that never comes (31 February): croniter only finds
+        # out when it walks, which would fail at the first run (or the create) as a 500.
+        croniter(normalised, CRON_PROBE_START).get_next(datetime)
+    except CroniterBadDateError as exc:
+        raise TimingError("cron", f"The cron expression {expression!r} never fires.") from exc
     return normalised
 
 

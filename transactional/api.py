@@ -59,7 +59,8 @@ class MessageCreateApi(APIView):
         summary="Send one transactional email",
         description="Queues one message built from a template. `template` is a template id or "
                     "name; `context` must hold every variable the template uses. The body field "
-                    "`idempotency_key` and the `Idempotency-Key` header both make retries safe.",
+                    "`idempotency_key` and the `Idempotency-Key` header both make retries safe; "
+                    "either one reused with a different request is a 409.",
         request=InputSerializer,
         responses={202: OutputSerializer},
         examples=[

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
+from rest_framework import exceptions, status
 
 from audience.selectors import email_is_suppressed
 from clients.models import ApiClient
@@ -55,6 +56,26 @@ def client_idempotency_key(client: ApiClient, key: str | None) -> str:
     return f"client:{client.pk}:{key}" if key else f"auto:{uuid.uuid4().hex}"
 
 
+class IdempotencyKeyReusedError(exceptions.APIException):
+    """The key was first used for a different message: a 409, as for the `Idempotency-Key`
+    header (clients/idempotency.py); replaying the first would silently drop this one."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conflict"
+    default_detail = "This idempotency_key was used with a different request."
+
+
+def _replay(key: str, request: dict) -> MessageCreated:
+    """The message first created under `key`, if `request` is the same one."""
+    existing = EmailMessage.objects.select_related("template_version").get(idempotency_key=key)
+    stored = {"recipient": existing.recipient, "template_id": existing.template_version.template_id,
+              "context": existing.context, "priority": existing.priority,
+              "scheduled": existing.scheduled_for is not None, "cancel_key": existing.cancel_key}
+    if stored != request:
+        raise IdempotencyKeyReusedError
+    return MessageCreated(existing, replayed=True)
+
+
 def _initial_status(suppressed: bool, scheduled_for: datetime | None) -> str:
     if suppressed:
         return Status.SUPPRESSED
@@ -74,9 +95,12 @@ def message_create(
 ) -> MessageCreated:
     """Record one message; publish it now, or (scheduled_for) leave it SCHEDULED in the due set."""
     key = client_idempotency_key(client, idempotency_key)
-    existing = EmailMessage.objects.filter(idempotency_key=key).first()
-    if existing:
-        return MessageCreated(existing, replayed=True)
+    # What a retry must repeat; `scheduled_for` itself moves with the clock for a delayed send.
+    request = {"recipient": recipient, "template_id": template_version.template_id,
+               "context": context, "priority": int(priority),
+               "scheduled": scheduled_for is not None, "cancel_key": cancel_key}
+    if EmailMessage.objects.filter(idempotency_key=key).exists():
+        return _replay(key, request)
     suppressed = email_is_suppressed(email=recipient)
     try:
         with transaction.atomic():
@@ -98,5 +122,5 @@ def message_create(
                 transaction.on_commit(lambda: _enqueue_after_commit(message.id, priority))
     except IntegrityError:
         # A concurrent call with the same key won the insert.
-        return MessageCreated(EmailMessage.objects.get(idempotency_key=key), replayed=True)
+        return _replay(key, request)
     return MessageCreated(message, replayed=False)

@@ -6,6 +6,8 @@ anything reads it. (A body without Content-Length reaches Django as empty: WSGI'
 reads 0 bytes, so chunked uploads cannot bypass the limit.) For /api/ paths it also turns
 Django's HTML 404/405/500 pages and dependency outages into the JSON error shape, and adds the
 RateLimit-Limit / RateLimit-Remaining / RateLimit-Policy headers of the client's window.
+A path or query parameter holding NUL or a lone surrogate (core/api/text.py) is a 400 naming
+`path` or the parameter, before any view can hand it to the database.
 """
 
 from __future__ import annotations
@@ -17,13 +19,15 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from core.api.errors import _CODES, OUTAGE_RETRY_AFTER_SECONDS, error_body, is_outage
+from core.api.text import MESSAGE, is_clean
 
 logger = logging.getLogger(__name__)
 API_PREFIX = "/api/"
 
 
-def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JsonResponse:
-    response = JsonResponse(error_body(_CODES.get(status, "error"), message), status=status)
+def _error(status: int, message: str, headers: dict[str, str] | None = None,
+           fields: dict[str, list[str]] | None = None) -> JsonResponse:
+    response = JsonResponse(error_body(_CODES.get(status, "error"), message, fields), status=status)
     for name, value in (headers or {}).items():
         response[name] = value
     return response
@@ -36,9 +40,9 @@ class ApiBoundaryMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if not request.path.startswith(API_PREFIX):
             return self.get_response(request)
-        too_big = self._oversize(request)
-        if too_big:
-            return too_big
+        refused = self._oversize(request) or self._unclean(request)
+        if refused:
+            return refused
         response = self._shape(self.get_response(request))
         decision = getattr(request, "notifier_rate_limit", None)
         if decision is not None:
@@ -68,6 +72,16 @@ class ApiBoundaryMiddleware:
         if length > limit:
             return _error(413, f"Request body is {length} bytes; the limit is {limit} bytes.")
         return None
+
+    @staticmethod
+    def _unclean(request: HttpRequest) -> HttpResponse | None:
+        fields = {name: [MESSAGE] for name, values in request.GET.lists()
+                  if not is_clean(name) or not all(is_clean(value) for value in values)}
+        if not is_clean(request.path):
+            fields["path"] = [MESSAGE]
+        if not fields:
+            return None
+        return _error(400, f"Invalid input in: {', '.join(sorted(fields))}.", fields=fields)
 
     @staticmethod
     def _shape(response: HttpResponse) -> HttpResponse:

@@ -43,9 +43,14 @@ def _crontab(cron: str, tz_name: str) -> CrontabSchedule:
 def schedule_create_recurring(
     *, client: ApiClient | None, name: str, cron: str, timezone: str, definition: dict, now: datetime
 ) -> Schedule:
-    """Validate (TimingError on `cron` / `timezone`), then store the schedule and its beat task."""
+    """Validate (TimingError on `cron` / `timezone`; ValidationError on `definition`, by the
+    rules its runs will launch with), then store the schedule and its beat task."""
     cron = timing.cron_validate(cron)
     timing.zone(timezone)
+    try:
+        extensions.validate_definition(definition)
+    except ValidationError as exc:
+        raise ValidationError({"definition": exc.detail}) from exc
     with transaction.atomic():
         schedule = Schedule.objects.create(
             client=client, name=name, type=Schedule.Type.RECURRING, cron=cron, timezone=timezone,

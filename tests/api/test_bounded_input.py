@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import io
+import json
+
 import pytest
 from django.db import OperationalError
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
 
 from core.api.errors import exception_handler
 from core.api.fields import CustomHeadersField, RecipientListField, has_line_break
+from core.api.parsers import SafeJSONParser
 from delivery.models import EmailMessage
 from templates.models import Template
 
@@ -94,7 +102,6 @@ def test_json_nested_too_deeply_is_a_400(api):
 
 @pytest.mark.parametrize("context", [
     {"name": "Ada", "code": "1", "blob": "x" * 70_000},        # > 64 KiB
-    {"name": "Ada", "code": "1\x00"},                          # NUL: jsonb cannot store it
     {"name": "Ada", "code": "1", "deep": [[[[[[[[[["x"]]]]]]]]]]},
 ])
 def test_unbounded_context_is_refused(api, otp_template, context):
@@ -145,3 +152,58 @@ def test_unknown_fields_are_refused_not_ignored(api, otp_template, extra):
     error = _assert_error(api.post("/api/v1/messages", {**OTP, **extra}, format="json"), 400, "invalid")
     assert set(extra) <= set(error["fields"])
     assert not EmailMessage.objects.exists()
+
+
+_JSON_TEXT = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), max_size=8)
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | _JSON_TEXT,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(_JSON_TEXT, children, max_size=4),
+    max_leaves=20,
+)
+_FORBIDDEN = st.sampled_from(["\x00", "\ud800", "\udbff", "\udc00", "\udfff"])
+
+
+def _parse(document) -> object:
+    raw = json.dumps(document).encode()  # ensure_ascii: what any client library sends
+    return SafeJSONParser().parse(io.BytesIO(raw), "application/json", {})
+
+
+@given(document=_JSON)
+@hypothesis_settings(max_examples=200, deadline=None)
+def test_any_clean_json_document_parses_unchanged(document):
+    assert _parse(document) == document  # emoji arrive as paired-surrogate escapes: accepted
+
+
+@given(document=_JSON, bad=_FORBIDDEN, data=st.data())
+@hypothesis_settings(max_examples=200, deadline=None)
+def test_nul_or_a_lone_surrogate_anywhere_is_refused_naming_its_path(document, bad, data):
+    holder = {"root": document}
+    paths = []  # (container, key, JSON path) of every string value, at any depth
+    stack = [(holder, "root", "")]
+    while stack:
+        container, key, path = stack.pop()
+        value = container[key]
+        if isinstance(value, str):
+            paths.append((container, key, path))
+        children = value.items() if isinstance(value, dict) else (
+            enumerate(value) if isinstance(value, list) else ())
+        for child_key, _ in children:
+            child = f"{path}[{child_key}]" if isinstance(child_key, int) else (
+                f"{path}.{child_key}" if path else child_key)
+            stack.append((value, child_key, child))
+    if not paths:
+        holder["root"] = {"field": "x"}
+        paths = [(holder["root"], "field", "field")]
+    container, key, path = data.draw(st.sampled_from(paths))
+    container[key] = data.draw(st.text(max_size=3)) + bad + container[key]
+    with pytest.raises(ValidationError) as refused:
+        _parse(holder["root"])
+    assert (path or "body") in refused.value.detail
+
+
+@given(name=st.sampled_from(["email", "after", "status", "cursor", "x"]),
+       value=st.builds(lambda a, b: f"{a}\x00{b}", st.text(max_size=4), st.text(max_size=4)))
+@hypothesis_settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+def test_nul_in_any_query_parameter_is_a_400_naming_it(api, name, value):
+    for path in ("/api/v1/suppressions", "/api/v1/campaigns", "/api/v1/templates"):
+        _assert_error(api.get(path, {name: value}), 400, "invalid", name)

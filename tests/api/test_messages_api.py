@@ -88,6 +88,26 @@ def test_same_idempotency_key_returns_same_message_and_queues_nothing_new(otp_te
     assert EmailMessage.objects.count() == 1 and len(_no_broker) == 1
 
 
+@pytest.mark.parametrize("change", [{"context": {"name": "Ada", "code": "999999"}},
+                                    {"to": "grace@example.com"}, {"priority": "low"}])
+@pytest.mark.parametrize("where", ["body", "header"])
+def test_an_idempotency_key_reused_with_a_different_body_is_a_409_either_way(
+        api, otp_template, _no_broker, change, where, django_capture_on_commit_callbacks):
+    def post(body: dict):
+        with django_capture_on_commit_callbacks(execute=True):
+            if where == "header":
+                return api.post("/api/v1/messages", body, format="json",
+                                HTTP_IDEMPOTENCY_KEY="order-7")
+            return api.post("/api/v1/messages", {**body, "idempotency_key": "order-7"},
+                            format="json")
+
+    assert post(OTP).status_code == 202
+    second = post({**OTP, **change})
+    assert second.status_code == 409, second.content
+    assert second.json()["error"]["code"] == "conflict" and "Idempotent-Replayed" not in second
+    assert EmailMessage.objects.count() == 1 and len(_no_broker) == 1
+
+
 def test_idempotency_keys_are_scoped_to_the_client(api, otp_template, send):
     _, other_key = api_client_create(name="other")
     other = APIClient()

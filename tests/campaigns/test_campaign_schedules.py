@@ -179,6 +179,7 @@ PAST = "2020-01-01T09:00:00+00:00"
     ({"type": "scheduled"}, "send_at"),
     ({"type": "recurring", "cron": "0 25 * * *", "timezone": "UTC"}, "cron"),
     ({"type": "recurring", "cron": "every friday", "timezone": "UTC"}, "cron"),
+    ({"type": "recurring", "cron": "0 9 31 2 *", "timezone": "UTC"}, "cron"),  # never fires
     ({"type": "recurring", "cron": "0 9 * * 5", "timezone": "Europe/Atlantis"}, "timezone"),
     ({"type": "local_time", "local_time": "09:00"}, "timezone"),  # a contact has none, no default
     ({"type": "local_time", "local_time": "9 o'clock", "timezone": "UTC"}, "local_time"),

@@ -116,15 +116,23 @@ def test_bad_schedules_are_400_naming_the_field_and_write_nothing(send, settings
     assert EmailMessage.objects.count() == 0 and get_redis().zcard(due.due_key()) == 0
 
 
+# `definition` is what each run launches, validated as a campaign launch is (otp_template).
 RECURRING = {"name": "friday flash sale", "type": "recurring", "cron": "0 17 * * 5",
-             "timezone": "Europe/Berlin", "definition": {"template": "otp", "list": "vip"}}
+             "timezone": "Europe/Berlin", "definition": {
+                 "template_id": "otp", "recipients": {"type": "inline",
+                                                      "contacts": [{"email": "ada@example.com"}]}}}
 
 
 @pytest.mark.parametrize(("change", "field"), [
     ({"cron": "0 25 * * *"}, "cron"), ({"cron": "every friday"}, "cron"),
     ({"timezone": "Europe/Atlantis"}, "timezone"), ({"definition": "x"}, "definition"),
+    ({"cron": "0 9 31 2 *"}, "cron"), ({"cron": "0 0 30 2 *"}, "cron"),  # never fire
+    ({"definition": {}}, "definition"), ({"definition": {"foo": 1}}, "definition"),
+    ({"definition": {"template_id": "nope", "recipients": {"type": "inline", "contacts": [
+        {"email": "ada@example.com"}]}}}, "definition"),
 ])
-def test_bad_recurring_schedules_are_400_naming_the_field_and_write_nothing(api, change, field):
+def test_bad_recurring_schedules_are_400_naming_the_field_and_write_nothing(
+        api, otp_template, change, field):
     response = api.post("/api/v1/schedules", {**RECURRING, **change}, format="json")
     assert response.status_code == 400
     assert field in response.json()["error"]["fields"]
@@ -132,7 +140,7 @@ def test_bad_recurring_schedules_are_400_naming_the_field_and_write_nothing(api,
     assert not PeriodicTask.objects.filter(task="scheduling.run_recurring").exists()
 
 
-def test_recurring_schedule_lifecycle_through_the_api(api):
+def test_recurring_schedule_lifecycle_through_the_api(api, otp_template):
     created = api.post("/api/v1/schedules", RECURRING, format="json")
     assert created.status_code == 201, created.json()
     body = created.json()
@@ -172,7 +180,7 @@ def test_queue_snapshot_counts_pending_and_processing(api, otp_template):
     assert snapshot["critical"] == {"pending": 0, "processing": 0, "oldest_age_seconds": None}
 
 
-def test_a_recurring_run_is_claimed_once_per_slot_and_not_while_paused(api):
+def test_a_recurring_run_is_claimed_once_per_slot_and_not_while_paused(api, otp_template):
     schedule_id = api.post("/api/v1/schedules", {**RECURRING, "cron": "0 9 * * *",
                                                  "timezone": "America/New_York"}, format="json").json()["id"]
     Schedule.objects.filter(pk=schedule_id).update(next_run=datetime(2026, 3, 7, 14, tzinfo=UTC))
@@ -263,7 +271,7 @@ def test_optimal_uses_the_recipients_open_history(send):
     assert timedelta(0) < scheduled - timezone.now() <= timedelta(days=1)
 
 
-def test_admin_lists_schedules_and_its_pause_action_uses_the_service(api, admin_client):
+def test_admin_lists_schedules_and_its_pause_action_uses_the_service(api, admin_client, otp_template):
     schedule_id = api.post("/api/v1/schedules", RECURRING, format="json").json()["id"]
     assert admin_client.get("/admin/scheduling/schedule/").status_code == 200
     assert admin_client.get(f"/admin/scheduling/schedule/{schedule_id}/change/").status_code == 200
