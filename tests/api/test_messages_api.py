@@ -8,6 +8,7 @@ from clients.models import ApiClient
 from clients.services import api_client_create
 from delivery.models import EmailMessage
 from templates.models import Template
+from templates.services import template_create
 
 pytestmark = pytest.mark.django_db
 OTP = {"to": "ada@example.com", "template": "otp", "priority": "critical",
@@ -89,7 +90,10 @@ def test_same_idempotency_key_returns_same_message_and_queues_nothing_new(otp_te
 
 
 def test_idempotency_keys_are_scoped_to_the_client(api, otp_template, send):
-    _, other_key = api_client_create(name="other")
+    other_client, other_key = api_client_create(name="other")
+    template = otp_template.template
+    template_create(client=other_client, name=template.name, subject=otp_template.subject,
+                    html_body=otp_template.html_body)  # its own template of the same name
     other = APIClient()
     other.credentials(HTTP_AUTHORIZATION=f"Api-Key {other_key}")
     body = {**OTP, "idempotency_key": "same"}
