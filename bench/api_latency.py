@@ -48,11 +48,14 @@ def _ensure_database() -> None:
 def _prepare() -> str:
     _ensure_database()
     _manage("migrate", "--noinput")
+    key = _manage("create_api_key", "bench").strip().splitlines()[-1]
     _manage("shell", "-c", "from templates.models import Template;"
             "from templates.services import template_create;"
-            "Template.objects.filter(name='bench-otp').exists() or template_create("
-            "name='bench-otp', subject='Code {{ code }}', html_body='<p>{{ code }}</p>')")
-    return _manage("create_api_key", "bench").strip().splitlines()[-1]
+            "from clients.models import ApiClient;"
+            f"client = ApiClient.objects.get_from_key({key!r});"  # the key's own template (decision 50)
+            "Template.objects.filter(client=client, name='bench-otp').exists() or template_create("
+            "client=client, name='bench-otp', subject='Code {{ code }}', html_body='<p>{{ code }}</p>')")
+    return key
 
 
 def _percentile(values: list[float], q: float) -> float:

@@ -28,6 +28,7 @@ django.setup()
 from django.db import connection  # noqa: E402
 
 from audience.models import Contact  # noqa: E402
+from bench.owner import bench_client  # noqa: E402
 from campaigns.models import Campaign  # noqa: E402
 from campaigns.services.fanout import campaign_fanout  # noqa: E402
 from core.redis_client import get_redis  # noqa: E402
@@ -40,12 +41,12 @@ CONTACTS = Contact._meta.db_table
 
 def _contacts(count: int, zones: list[str], tag: str) -> None:
     sql = (
-        f"INSERT INTO {CONTACTS} (email, name, timezone, locale, attributes, subscribed, created_at, "
-        "updated_at) SELECT %s || g || '@example.com', '', (%s::text[])[1 + g %% %s], '', "
+        f"INSERT INTO {CONTACTS} (client_id, email, name, timezone, locale, attributes, subscribed, "
+        "created_at, updated_at) SELECT %s, %s || g || '@example.com', '', (%s::text[])[1 + g %% %s], '', "
         "jsonb_build_object('bench', %s), true, now(), now() FROM generate_series(1, %s) g"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [f"cs{tag}-", zones, len(zones), tag, count])
+        cursor.execute(sql, [bench_client().pk, f"cs{tag}-", zones, len(zones), tag, count])
         cursor.execute(f"ANALYZE {CONTACTS}")
 
 
@@ -58,13 +59,14 @@ def main() -> None:
     zones = sorted(zoneinfo.available_timezones())[: args.zones]
     tag = str(int(time.time()))
     _contacts(args.count, zones, tag)
-    version = template_create(name=f"bench-cs-{tag}", subject="s", html_body="<p>b</p>")
+    version = template_create(client=bench_client(),
+                              name=f"bench-cs-{tag}", subject="s", html_body="<p>b</p>")
     schedule = {"type": args.type, "timezone": "UTC"}
     if args.type == "local_time":
         schedule["local_time"] = "09:00:00"
     campaign = Campaign.objects.create(
         name="bench scheduled fan-out", template_version=version, status=Campaign.Status.SCHEDULED,
-        audience={"type": "segment", "definition": {"conditions": [
+        audience={"client_id": bench_client().pk, "type": "segment", "definition": {"conditions": [
             {"attribute": "bench", "op": "equals", "value": tag}]}}, schedule=schedule)
     try:
         started = time.perf_counter()

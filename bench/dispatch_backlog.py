@@ -25,6 +25,7 @@ django.setup()
 
 from django.db import connection  # noqa: E402
 
+from bench.owner import bench_client  # noqa: E402
 from core.priorities import SEND_QUEUES, Priority  # noqa: E402
 from core.redis_client import get_redis  # noqa: E402
 from delivery.models import EmailMessage  # noqa: E402
@@ -36,7 +37,7 @@ TABLE = EmailMessage._meta.db_table
 
 
 def _insert(count: int, priority: int, tag: str) -> tuple[int, int]:
-    version = template_create(name=f"bench-{tag}", subject="s", html_body="<p>b</p>")
+    version = template_create(client=bench_client(), name=f"bench-{tag}", subject="s", html_body="<p>b</p>")
     sql = (
         f"INSERT INTO {TABLE} (recipient, context, template_version_id, priority, status, provider, "
         "provider_message_id, attempts, idempotency_key, claim_token, error, created_at, "

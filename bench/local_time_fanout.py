@@ -30,6 +30,7 @@ from django.db import connection, transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from audience.models import Contact  # noqa: E402
+from bench.owner import bench_client  # noqa: E402
 from core.redis_client import get_redis  # noqa: E402
 from delivery.models import EmailMessage  # noqa: E402
 from scheduling import timing  # noqa: E402
@@ -42,12 +43,12 @@ CONTACTS = Contact._meta.db_table
 
 def _contacts(count: int, zones: list[str], tag: str) -> tuple[int, int]:
     sql = (
-        f"INSERT INTO {CONTACTS} (email, name, timezone, locale, attributes, subscribed, created_at, "
-        "updated_at) SELECT %s || g || '@example.com', '', (%s::text[])[1 + g %% %s], '', '{}'::jsonb, "
-        "true, now(), now() FROM generate_series(1, %s) g"
+        f"INSERT INTO {CONTACTS} (client_id, email, name, timezone, locale, attributes, subscribed, "
+        "created_at, updated_at) SELECT %s, %s || g || '@example.com', '', (%s::text[])[1 + g %% %s], "
+        "'', '{}'::jsonb, true, now(), now() FROM generate_series(1, %s) g"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [f"lt{tag}-", zones, len(zones), count])
+        cursor.execute(sql, [bench_client().pk, f"lt{tag}-", zones, len(zones), count])
         cursor.execute(f"ANALYZE {CONTACTS}")
         cursor.execute(f"SELECT min(id), max(id) FROM {CONTACTS} WHERE email LIKE %s", [f"lt{tag}-%"])
         return cursor.fetchone()
@@ -106,7 +107,8 @@ def main() -> None:
     zones = sorted(zoneinfo.available_timezones())[: args.zones]
     tag = str(int(time.time()))
     low, high = _contacts(args.count, zones, tag)
-    version = template_create(name=f"bench-lt-{tag}", subject="s", html_body="<p>b</p>")
+    version = template_create(client=bench_client(),
+                              name=f"bench-lt-{tag}", subject="s", html_body="<p>b</p>")
     try:
         marks = _insert_messages(low, high, version.id, tag, timezone.now())
         marks["ZADD into the due set"] = _add_to_due_set(tag)

@@ -27,12 +27,14 @@ django.setup()
 from django.db import connections  # noqa: E402
 
 from bench.esp_throughput import _serve  # noqa: E402
+from bench.owner import bench_client  # noqa: E402
 from delivery.models import EmailMessage  # noqa: E402
 from templates.services import template_create  # noqa: E402
 
 
 def _rows(n: int) -> list[int]:
-    version = template_create(name=f"bench-{uuid.uuid4().hex[:6]}", subject="Digest for {{ name }}",
+    version = template_create(client=bench_client(), name=f"bench-{uuid.uuid4().hex[:6]}",
+                              subject="Digest for {{ name }}",
                               html_body="<p>Hello <b>{{ name }}</b>, here is your digest.</p>")
     tag = uuid.uuid4().hex[:8]
     ids: list[int] = []

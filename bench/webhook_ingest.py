@@ -36,6 +36,7 @@ django.setup()
 
 import requests  # noqa: E402
 
+from bench.owner import bench_client  # noqa: E402
 from campaigns.models import Campaign  # noqa: E402
 from delivery.models import EmailMessage  # noqa: E402
 from feedback.models import WebhookDelivery  # noqa: E402
@@ -56,7 +57,8 @@ def free_port() -> int:
 
 def make_messages(count: int) -> tuple[Campaign, list[tuple[int, str]]]:
     run = uuid.uuid4().hex[:8]
-    version = template_create(name=f"bench-{run}", subject="Hi {{ name }}", html_body="<p>Hi</p>")
+    version = template_create(client=bench_client(), name=f"bench-{run}", subject="Hi {{ name }}",
+                              html_body="<p>Hi</p>")
     campaign = Campaign.objects.create(name=f"bench-{run}", template_version=version, status="SENDING")
     rows = [
         EmailMessage(campaign=campaign, recipient=f"b{run}-{i}@example.com", template_version=version,

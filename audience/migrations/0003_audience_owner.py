@@ -13,9 +13,10 @@ def backfill(apps, schema_editor):
     owner_backfill(apps, "audience", ["Contact", "ContactList", "Segment"])
 
 
-def _owner(null: bool) -> models.ForeignKey:
+def _owner(name: str, null: bool) -> models.ForeignKey:
+    # A contact's owner is indexed by (client, id) and (client, email) only.
     return models.ForeignKey(null=null, on_delete=django.db.models.deletion.PROTECT, related_name='+',
-                             to='clients.apiclient')
+                             to='clients.apiclient', db_index=name != 'contact')
 
 
 class Migration(migrations.Migration):
@@ -26,9 +27,9 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        *[migrations.AddField(model_name=name, name='client', field=_owner(True)) for name in OWNED],
+        *[migrations.AddField(model_name=name, name='client', field=_owner(name, True)) for name in OWNED],
         migrations.RunPython(backfill, migrations.RunPython.noop),
-        *[migrations.AlterField(model_name=name, name='client', field=_owner(False)) for name in OWNED],
+        *[migrations.AlterField(model_name=name, name='client', field=_owner(name, False)) for name in OWNED],
         migrations.AlterField(model_name='contact', name='email', field=models.EmailField(max_length=254)),
         migrations.AlterField(model_name='contactlist', name='name', field=models.CharField(max_length=200)),
         migrations.AlterField(model_name='segment', name='name', field=models.CharField(max_length=200)),
