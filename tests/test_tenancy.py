@@ -336,3 +336,48 @@ def test_rows_from_before_tenancy_go_to_the_oldest_client(db):
     oldest = _tenant("first").client
     _tenant("second")
     assert legacy_owner_id(apps) == oldest.pk
+
+
+BEFORE_TENANCY = [("audience", "0002_tables_renamed"), ("templates", "0002_template_locales"),
+                  ("campaigns", "0005_audience_models_moved")]
+
+
+def _migrate(targets: list[tuple[str, str]]):
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(targets)
+    return executor.loader.project_state(targets).apps
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migrations_give_rows_without_an_owner_to_the_oldest_client():
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    old = _migrate(BEFORE_TENANCY)
+    clients = old.get_model("clients", "ApiClient")
+    first = clients.objects.create(id="aaaaaaaa.x", prefix="aaaaaaaa", hashed_key="x", name="first")
+    later = clients.objects.create(id="bbbbbbbb.x", prefix="bbbbbbbb", hashed_key="x", name="later")
+    template = old.get_model("templates", "Template").objects.create(name="otp")
+    version = old.get_model("templates", "TemplateVersion").objects.create(
+        template=template, version=1, subject="s", html_body="b")
+    contact = old.get_model("audience", "Contact").objects.create(email="ada@example.com")
+    members = old.get_model("audience", "ContactList").objects.create(name="news")
+    segment = old.get_model("audience", "Segment").objects.create(name="all", definition={})
+    campaign = old.get_model("campaigns", "Campaign")
+    theirs = campaign.objects.create(name="c", client_id=later.pk, template_version=version,
+                                     audience={"type": "list", "list_id": members.pk})
+    orphan = campaign.objects.create(name="o", template_version=version,
+                                     audience={"type": "list", "list_id": members.pk})
+
+    latest = _migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+
+    for model, pk in (("templates.Template", template.pk), ("audience.Contact", contact.pk),
+                      ("audience.ContactList", members.pk), ("audience.Segment", segment.pk)):
+        assert latest.get_model(model).objects.get(pk=pk).client_id == first.pk, model
+    campaigns = latest.get_model("campaigns", "Campaign").objects
+    assert campaigns.get(pk=theirs.pk).audience["client_id"] == later.pk
+    assert campaigns.get(pk=orphan.pk).audience["client_id"] == first.pk
