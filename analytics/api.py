@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.shortcuts import get_object_or_404
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -11,6 +10,7 @@ from rest_framework.views import APIView
 from analytics.selectors.campaign_stats import INTERVALS, campaign_stats
 from analytics.selectors.overview import stats_overview
 from campaigns.models import Campaign
+from clients.tenancy import owned_or_404
 
 
 class CampaignStatsApi(APIView):
@@ -23,7 +23,8 @@ class CampaignStatsApi(APIView):
         """Delivery and engagement counts, rates, per provider and over time."""
         params = self.InputSerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
-        campaign = get_object_or_404(Campaign, pk=campaign_id)
+        campaign = owned_or_404(Campaign.objects.all(), request.user, message="No such campaign.",
+                                pk=campaign_id)
         return Response(campaign_stats(campaign=campaign, **params.validated_data))
 
 

@@ -14,7 +14,8 @@ from core.admin_tools import LargeTablePaginator
 
 @admin.register(Contact)
 class ContactAdmin(admin.ModelAdmin):
-    list_display = ["email", "name", "timezone", "subscribed", "created_at"]
+    list_display = ["email", "client", "name", "timezone", "subscribed", "created_at"]
+    raw_id_fields = ["client"]
     search_fields = ["=email"]  # exact: an index lookup, not a scan of a million rows
     paginator = LargeTablePaginator
     show_full_result_count = False
@@ -23,13 +24,15 @@ class ContactAdmin(admin.ModelAdmin):
 
 @admin.register(ContactList)
 class ContactListAdmin(admin.ModelAdmin):
-    list_display = ["name", "created_at"]
+    list_display = ["name", "client", "created_at"]
+    raw_id_fields = ["client"]
     exclude = ["contacts"]  # a million members are managed by import/bulk API, not a widget
 
 
 @admin.register(Segment)
 class SegmentAdmin(admin.ModelAdmin):
-    list_display = ["name", "created_at"]
+    list_display = ["name", "client", "created_at"]
+    raw_id_fields = ["client"]
 
 
 @admin.register(Suppression)

@@ -18,6 +18,7 @@ from audience.services.contacts import (
     suppression_create,
     suppression_delete,
 )
+from clients.tenancy import owned
 
 PAGE_SIZE = 100
 
@@ -38,8 +39,10 @@ class ContactBulkApi(APIView):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        list_id = contact_list_get_or_create(name=data["list"]).pk if data.get("list") else None
-        result = contacts_bulk_upsert(rows=data["contacts"], list_id=list_id)
+        owner = request.user.pk
+        named = data.get("list")
+        list_id = contact_list_get_or_create(client_id=owner, name=named).pk if named else None
+        result = contacts_bulk_upsert(client_id=owner, rows=data["contacts"], list_id=list_id)
         body = {"created": result.created, "updated": result.updated, "errors": result.errors,
                 "list_id": list_id}
         return Response(body, status=status.HTTP_200_OK)
@@ -60,12 +63,13 @@ class ListApi(APIView):
         """Create a contact list (optionally with its members)."""
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        contact_list = contact_list_get_or_create(name=serializer.validated_data["name"])
+        contact_list = contact_list_get_or_create(client_id=request.user.pk,
+                                                  name=serializer.validated_data["name"])
         return Response({"id": contact_list.pk, "name": contact_list.name}, status=status.HTTP_201_CREATED)
 
     def get(self, request: Request) -> Response:
         """Contact lists."""
-        lists = ContactList.objects.order_by("id").values("id", "name")[:PAGE_SIZE]
+        lists = owned(ContactList.objects.all(), request.user).order_by("id").values("id", "name")[:PAGE_SIZE]
         return Response({"results": list(lists)})
 
 
@@ -77,7 +81,7 @@ class SegmentApi(APIView):
         definition = serializers.JSONField()
 
         def validate_name(self, value: str) -> str:
-            if Segment.objects.filter(name=value).exists():
+            if Segment.objects.filter(client=self.context["client"], name=value).exists():
                 raise serializers.ValidationError("A segment with this name exists.")
             return value
 
@@ -90,16 +94,17 @@ class SegmentApi(APIView):
 
     def post(self, request: Request) -> Response:
         """Create a segment from a filter definition (validated, compiled to SQL)."""
-        serializer = self.InputSerializer(data=request.data)
+        serializer = self.InputSerializer(data=request.data, context={"client": request.user})
         serializer.is_valid(raise_exception=True)
-        segment = Segment.objects.create(**serializer.validated_data)
+        segment = Segment.objects.create(client=request.user, **serializer.validated_data)
         body = {"id": segment.pk, "name": segment.name, "definition": segment.definition,
-                "empty": not contacts_exist(segment_sql(segment.definition))}
+                "empty": not contacts_exist(segment_sql(segment.definition, client_id=segment.client_id))}
         return Response(body, status=status.HTTP_201_CREATED)
 
     def get(self, request: Request) -> Response:
         """Segments."""
-        segments = Segment.objects.order_by("id").values("id", "name", "definition")[:PAGE_SIZE]
+        segments = owned(Segment.objects.all(), request.user).order_by("id")
+        segments = segments.values("id", "name", "definition")[:PAGE_SIZE]
         return Response({"results": list(segments)})
 
 

@@ -12,7 +12,12 @@ from django.db import models
 class Contact(models.Model):
     """Someone a campaign can reach. `email` is stored lower-cased so joins are exact."""
 
-    email = models.EmailField(max_length=254, unique=True)
+    # The API client that owns the row (decision 50); PROTECT: a client is revoked, not deleted.
+    # No index of its own: (client, id) and (client, email) below lead with it (a client id is
+    # ~110 characters, and every index on it costs the million-row imports).
+    client = models.ForeignKey("clients.ApiClient", on_delete=models.PROTECT, related_name="+",
+                               db_index=False)
+    email = models.EmailField(max_length=254)
     name = models.CharField(max_length=200, blank=True, default="")
     timezone = models.CharField(max_length=64, blank=True, default="")  # IANA name
     locale = models.CharField(max_length=16, blank=True, default="")
@@ -22,7 +27,14 @@ class Contact(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        indexes = [models.Index(fields=["created_at"], name="contact_created_idx")]
+        indexes = [
+            models.Index(fields=["created_at"], name="contact_created_idx"),
+            # The fan-out's keyset walk over one client's contacts (c.client_id = X AND c.id > N).
+            models.Index(fields=["client", "id"], name="contact_client_id_idx"),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["client", "email"], name="contact_client_email_unique")
+        ]
 
     def __str__(self) -> str:
         return self.email
@@ -31,9 +43,16 @@ class Contact(models.Model):
 class ContactList(models.Model):
     """A static audience: the contacts an operator put in it."""
 
-    name = models.CharField(max_length=200, unique=True)
+    # The API client that owns the row (decision 50); PROTECT: a client is revoked, not deleted.
+    client = models.ForeignKey("clients.ApiClient", on_delete=models.PROTECT, related_name="+")
+    name = models.CharField(max_length=200)
     contacts = models.ManyToManyField(Contact, related_name="lists", blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["client", "name"], name="contactlist_client_name_unique")
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -42,16 +61,26 @@ class ContactList(models.Model):
 class Segment(models.Model):
     """A dynamic audience: a filter on contact fields and attributes, evaluated in SQL."""
 
-    name = models.CharField(max_length=200, unique=True)
+    # The API client that owns the row (decision 50); PROTECT: a client is revoked, not deleted.
+    client = models.ForeignKey("clients.ApiClient", on_delete=models.PROTECT, related_name="+")
+    name = models.CharField(max_length=200)
     definition = models.JSONField(default=dict)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["client", "name"], name="segment_client_name_unique")
+        ]
 
     def __str__(self) -> str:
         return self.name
 
 
 class Suppression(models.Model):
-    """An address we must never mail again (until an operator removes it)."""
+    """An address we must never mail again (until an operator removes it).
+
+    Platform-wide, owned by no client: every client sends from the same sender reputation.
+    """
 
     class Reason(models.TextChoices):
         HARD_BOUNCE = "hard_bounce"

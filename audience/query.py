@@ -1,6 +1,8 @@
 """The audience as SQL over the contact table (aliased `c`), for those who walk it in bulk.
 
 A segment is a compiled filter on the contact row; a list is a join on its membership table.
+Every audience is one client's contacts (`c.client_id = %s`, decision 50), walked by the
+(client_id, id) index.
 `contacts_exist` is one indexed probe (LIMIT 1), so "is it empty?" costs milliseconds, not a
 count of a million rows. Campaigns adds its inline recipients on top (campaigns/audience.py).
 """
@@ -33,14 +35,18 @@ class AudienceSql:
     keyset_also: tuple[str, ...] = ()
 
 
-def segment_sql(definition: Any) -> AudienceSql:
+OWNER_WHERE = "c.client_id = %s"
+
+
+def segment_sql(definition: Any, *, client_id: str) -> AudienceSql:
     compiled = segment_compile(definition)
-    return AudienceSql(where=compiled.sql, params=compiled.params)
+    return AudienceSql(where=f"{OWNER_WHERE} AND ({compiled.sql})", params=[client_id, *compiled.params])
 
 
-def list_sql(list_id: int) -> AudienceSql:
+def list_sql(list_id: int, *, client_id: str) -> AudienceSql:
     joins = f"JOIN {MEMBER_TABLE} m ON m.contact_id = c.id AND m.contactlist_id = %s"
-    return AudienceSql(joins=joins, params=[int(list_id)], keyset_also=("m.contact_id",))
+    return AudienceSql(joins=joins, where=OWNER_WHERE, params=[int(list_id), client_id],
+                       keyset_also=("m.contact_id",))
 
 
 def contacts_exist(sql: AudienceSql) -> bool:

@@ -23,13 +23,7 @@ from bench import harness
 
 
 def _prepare() -> str:
-    harness.ensure_database()
-    harness.manage("migrate", "--noinput")
-    harness.manage("shell", "-c", "from templates.models import Template;"
-                   "from templates.services import template_create;"
-                   "Template.objects.filter(name='bench-otp').exists() or template_create("
-                   "name='bench-otp', subject='Code {{ code }}', html_body='<p>{{ code }}</p>')")
-    return harness.manage("create_api_key", "bench").stdout.strip().splitlines()[-1]
+    return harness.otp_api_key("bench")
 
 
 def _run(url: str, key: str, count: int) -> dict[str, float]:

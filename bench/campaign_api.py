@@ -37,8 +37,9 @@ def main() -> None:
     client_row, key = api_client_create(name=f"bench-{time.time()}")
     api = APIClient(HTTP_HOST="127.0.0.1")
     api.credentials(HTTP_AUTHORIZATION=f"Api-Key {key}")
-    version = template_create(name=f"bench-api-{int(time.time())}", subject="Hi", html_body="<p>x</p>")
-    segment = Segment.objects.create(name=f"bench-all-{time.time()}", definition={
+    version = template_create(client=client_row, name=f"bench-api-{int(time.time())}", subject="Hi",
+                              html_body="<p>x</p>")
+    segment = Segment.objects.create(client=client_row, name=f"bench-all-{time.time()}", definition={
         "conditions": [{"attribute": "orders", "op": "gte", "value": 0}]})
     body = {"template_id": version.template_id, "recipients": {"type": "segment", "segment_id": segment.pk},
             "priority": "low"}

@@ -1,11 +1,14 @@
 """Benchmark: fan-out of a 1,000,000-contact segment (rows written + batch tasks queued).
 
-    DATABASE_URL=postgres://... REDIS_URL=redis://... python bench/campaign_fanout.py [--priority normal]
+    DATABASE_URL=postgres://... REDIS_URL=redis://... python bench/campaign_fanout.py --client NAME \
+        [--priority normal]
 
-Needs >= 1M contacts (python manage.py import_contacts bench-contacts.csv; `--make-csv PATH`
-writes one). Runs the real fan-out service in this process against PostgreSQL and the broker,
-prints seconds, rows/s, tasks published and this process's peak RSS, then deletes the rows and
-purges the send queue it filled. Stop send workers first, or they will start sending.
+Needs >= 1M contacts of the client NAME (python manage.py import_contacts bench-contacts.csv
+--client NAME; `--make-csv PATH [--rows N]` writes one); the campaign is that client's, so its
+audience is that client's contacts only (decision 50). Runs the real fan-out service in this
+process against PostgreSQL and the broker, prints seconds, rows/s, tasks published and this
+process's peak RSS, then deletes the rows and purges the send queue it filled. Stop send
+workers first, or they will start sending.
 """
 
 from __future__ import annotations
@@ -34,10 +37,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--priority", default="normal")
     parser.add_argument("--make-csv", default="")
+    parser.add_argument("--rows", type=int, default=1_000_000, help="rows --make-csv writes")
+    parser.add_argument("--client", default="", help="the API client (key prefix or name) owning contacts")
     parser.add_argument("--keep", action="store_true", help="keep the rows (for a send benchmark)")
     args = parser.parse_args()
     if args.make_csv:
-        make_csv(args.make_csv, 1_000_000)
+        make_csv(args.make_csv, args.rows)
         return
     harness.django_setup()
     from django.db import connection
@@ -45,17 +50,21 @@ def main() -> None:
     from audience.models import Contact
     from campaigns.models import Campaign
     from campaigns.services.fanout import campaign_fanout
+    from clients.tenancy import client_by_reference
     from core.priorities import Priority, queue_for
     from delivery.models import EmailMessage
     from notifier.celery import app
     from templates.services import template_create
 
-    contacts = Contact.objects.count()
-    version = template_create(name=f"bench-{int(time.time())}", subject="Hi {{ name }}", html_body="<p>x</p>")
+    owner = client_by_reference(args.client)
+    contacts = Contact.objects.filter(client=owner).count()
+    version = template_create(client=owner, name=f"bench-{int(time.time())}", subject="Hi {{ name }}",
+                              html_body="<p>x</p>")
     definition = {"conditions": [{"attribute": "orders", "op": "gte", "value": 0}]}
     campaign = Campaign.objects.create(
-        name="bench fan-out", template_version=version, status=Campaign.Status.QUEUED,
-        priority=Priority.from_label(args.priority), audience={"type": "segment", "definition": definition},
+        name="bench fan-out", client=owner, template_version=version, status=Campaign.Status.QUEUED,
+        priority=Priority.from_label(args.priority),
+        audience={"client_id": owner.pk, "type": "segment", "definition": definition},
     )
     started = time.perf_counter()
     report = campaign_fanout(campaign_id=campaign.pk)

@@ -20,6 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import harness
+from bench.owner import bench_client
 
 harness.django_setup()
 
@@ -40,7 +41,8 @@ def main() -> None:
     zones = sorted(zoneinfo.available_timezones())[: args.zones]
     tag = str(int(time.time()))
     contacts_insert(args.count, zones, f"cs{tag}-", {"bench": tag})
-    version = template_create(name=f"bench-cs-{tag}", subject="s", html_body="<p>b</p>")
+    version = template_create(
+        client=bench_client(), name=f"bench-cs-{tag}", subject="s", html_body="<p>b</p>")
     schedule = {"type": args.type, "timezone": "UTC"}
     if args.type == "local_time":
         schedule["local_time"] = "09:00:00"

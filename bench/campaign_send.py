@@ -28,17 +28,19 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=1800)
     args = parser.parse_args()
     harness.django_setup()
+    from bench.owner import bench_client
     from campaigns.management.commands.send_demo_campaign import _demo_list, _demo_template
     from campaigns.models import Campaign
     from campaigns.selectors import campaign_counters
     from campaigns.services.launch import campaign_launch
 
     n = args.recipients
-    contact_list = _demo_list(n)
+    owner = bench_client()
+    contact_list = _demo_list(owner, n)
     started = time.perf_counter()
     campaign = campaign_launch(definition={
-        "template_id": _demo_template(), "recipients": {"type": "list", "list_id": contact_list.pk},
-        "priority": args.priority}, client_id=None)
+        "template_id": _demo_template(owner), "recipients": {"type": "list", "list_id": contact_list.pk},
+        "priority": args.priority}, client_id=owner.pk)
     samples: list[tuple[float, int]] = []
     while time.perf_counter() - started < args.timeout:
         campaign.refresh_from_db()

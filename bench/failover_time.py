@@ -29,6 +29,7 @@ harness.django_setup(own_redis_prefix=True)
 
 from django.conf import settings  # noqa: E402
 
+from bench.owner import bench_client  # noqa: E402
 from delivery.models import EmailMessage  # noqa: E402
 from delivery.services.dispatch import messages_enqueue  # noqa: E402
 from notifier.celery import app as celery_app  # noqa: E402
@@ -73,7 +74,8 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=20)
     args = parser.parse_args()
     celery_app.control.purge()
-    version = template_create(name=f"bench-{uuid.uuid4().hex[:6]}", subject="Code {{ name }}",
+    version = template_create(client=bench_client(), name=f"bench-{uuid.uuid4().hex[:6]}",
+                              subject="Code {{ name }}",
                               html_body="<p>{{ name }}</p>")
     with FakeSendGrid(api_key=None) as primary, FakeMailgun(api_key=None) as secondary:
         env = subprocess_env(

@@ -140,3 +140,17 @@ def percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
+
+def otp_api_key(client_name: str, *create_args: str) -> str:
+    """Migrate, create an API key for `client_name` (extra `create_api_key` arguments, e.g.
+    --rate) and that client's `bench-otp` template (templates belong to a client, decision 50)."""
+    ensure_database()
+    manage("migrate", "--noinput")
+    key = manage("create_api_key", client_name, *create_args).stdout.strip().splitlines()[-1]
+    manage("shell", "-c", "from templates.models import Template;"
+           "from templates.services import template_create;"
+           "from clients.models import ApiClient;"
+           f"client = ApiClient.objects.get_from_key({key!r});"
+           "Template.objects.filter(client=client, name='bench-otp').exists() or template_create("
+           "client=client, name='bench-otp', subject='Code {{ code }}', html_body='<p>{{ code }}</p>')")
+    return key

@@ -21,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import harness
+from bench.owner import bench_client
 
 harness.django_setup()
 
@@ -85,7 +86,8 @@ def main() -> None:
     zones = sorted(zoneinfo.available_timezones())[: args.zones]
     tag = str(int(time.time()))
     low, high = contacts_insert(args.count, zones, f"lt{tag}-", {})
-    version = template_create(name=f"bench-lt-{tag}", subject="s", html_body="<p>b</p>")
+    version = template_create(
+        client=bench_client(), name=f"bench-lt-{tag}", subject="s", html_body="<p>b</p>")
     try:
         marks = _insert_messages(low, high, version.id, tag, timezone.now())
         marks["ZADD into the due set"] = _add_to_due_set(tag)

@@ -71,16 +71,20 @@ def main() -> None:
     harness.django_setup()
     from django.db import connection, transaction
 
+    from bench.owner import bench_client
     from campaigns.models import Campaign
     from campaigns.services.fanout import MESSAGE_TABLE, chunk_statement
     from core.priorities import Priority
     from templates.services import template_create
 
-    version = template_create(name=f"bench-idx-{int(time.time())}", subject="Hi", html_body="<p>x</p>")
+    owner = bench_client()  # the owner of the contacts: import them with --client bench
+    version = template_create(client=owner, name=f"bench-idx-{int(time.time())}", subject="Hi",
+                              html_body="<p>x</p>")
     everyone = {"conditions": [{"attribute": "orders", "op": "gte", "value": 0}]}
     campaign = Campaign.objects.create(
         name="bench indexes", template_version=version, status=Campaign.Status.QUEUED,
-        priority=Priority.NORMAL, audience={"type": "segment", "definition": everyone},
+        priority=Priority.NORMAL,
+        audience={"client_id": owner.pk, "type": "segment", "definition": everyone},
     )
     statement = chunk_statement(campaign)
     tables = {"old": "bench_msg_old_idx", "new": "bench_msg_new_idx"}

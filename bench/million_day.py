@@ -96,12 +96,12 @@ def _setup_data(recipients: int) -> tuple[str, int, str, int]:
     from clients.services import api_client_create
     from templates.services import template_create
 
-    _, key = api_client_create(name=f"million-{time.time()}")
+    client, key = api_client_create(name=f"million-{time.time()}")
     name = f"million-{int(time.time())}"
-    version = template_create(name=name, subject="Hello {{ name }}",
+    version = template_create(client=client, name=name, subject="Hello {{ name }}",
                               html_body="<p>Hi <b>{{ name }}</b>, the day's news.</p>",
                               text_body="Hi {{ name }}, the day's news.")
-    return key, version.template_id, name, _demo_list(recipients).pk
+    return key, version.template_id, name, _demo_list(client, recipients).pk
 
 
 def _unfinished() -> list[str]:

@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import harness
+from bench.owner import bench_client
 
 harness.django_setup(own_redis_prefix=True)
 
@@ -30,7 +31,8 @@ from templates.services import template_create  # noqa: E402
 
 
 def _rows(n: int) -> list[int]:
-    version = template_create(name=f"bench-{uuid.uuid4().hex[:6]}", subject="Digest for {{ name }}",
+    version = template_create(
+        client=bench_client(), name=f"bench-{uuid.uuid4().hex[:6]}", subject="Digest for {{ name }}",
                               html_body="<p>Hello <b>{{ name }}</b>, here is your digest.</p>")
     tag = uuid.uuid4().hex[:8]
     ids: list[int] = []

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from django.db import connection
 
 from audience.models import Contact
+from bench.owner import bench_client
 from core.priorities import SEND_QUEUES
 from core.redis_client import get_redis
 from delivery.models import EmailMessage
@@ -24,7 +25,8 @@ def scheduled_messages_insert(count: int, *, priority: int, key_prefix: str, due
                               due_params: Sequence[object] = ()) -> tuple[int, int]:
     """COUNT SCHEDULED rows to u<n>@example.com (n = 1..COUNT), idempotency key
     `<key_prefix>:<n>`, due at `due_sql` (SQL over `g`, the row's n); (lowest id, highest id)."""
-    version = template_create(name=f"bench-{key_prefix}", subject="s", html_body="<p>b</p>")
+    version = template_create(client=bench_client(), name=f"bench-{key_prefix}", subject="s",
+                              html_body="<p>b</p>")
     sql = (
         f"INSERT INTO {MESSAGES} (recipient, context, template_version_id, priority, status, provider, "
         "provider_message_id, attempts, idempotency_key, claim_token, error, created_at, "
@@ -45,12 +47,13 @@ def contacts_insert(count: int, zones: list[str], email_prefix: str,
     """COUNT contacts <email_prefix><n>@example.com spread over `zones` in turn, each with
     `attributes`; (lowest id, highest id)."""
     sql = (
-        f"INSERT INTO {CONTACTS} (email, name, timezone, locale, attributes, subscribed, created_at, "
-        "updated_at) SELECT %s || g || '@example.com', '', (%s::text[])[1 + g %% %s], '', %s::jsonb, "
-        "true, now(), now() FROM generate_series(1, %s) g"
+        f"INSERT INTO {CONTACTS} (client_id, email, name, timezone, locale, attributes, subscribed, "
+        "created_at, updated_at) SELECT %s, %s || g || '@example.com', '', (%s::text[])[1 + g %% %s], "
+        "'', %s::jsonb, true, now(), now() FROM generate_series(1, %s) g"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [email_prefix, zones, len(zones), json.dumps(attributes), count])
+        cursor.execute(sql, [bench_client().pk, email_prefix, zones, len(zones), json.dumps(attributes),
+                             count])
         cursor.execute(f"ANALYZE {CONTACTS}")
         cursor.execute(f"SELECT min(id), max(id) FROM {CONTACTS} WHERE email LIKE %s", [f"{email_prefix}%"])
         return cursor.fetchone()

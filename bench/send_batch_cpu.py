@@ -36,6 +36,7 @@ def main() -> None:
     from django.db import connection
 
     from audience.models import Contact
+    from bench.owner import bench_client
     from campaigns.models import Campaign
     from core.priorities import Priority
     from delivery.models import DeliveryAttempt, EmailMessage
@@ -43,7 +44,8 @@ def main() -> None:
     from templates.services import template_create
 
     version = template_create(
-        name=f"bench-cpu-{uuid.uuid4().hex[:6]}", subject="Hello {{ name }}, this is a notifier demo",
+        client=bench_client(), name=f"bench-cpu-{uuid.uuid4().hex[:6]}",
+        subject="Hello {{ name }}, this is a notifier demo",
         html_body="<h1>Hi {{ name }}</h1><p>This campaign went out to everyone on the demo list.</p>",
     )
     campaign = Campaign.objects.create(name="bench cpu", template_version=version, priority=Priority.LOW,

@@ -23,7 +23,7 @@ from pathlib import Path
 import psutil
 import requests
 
-from bench.api_latency import _ensure_database, _manage
+from bench import harness
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -38,13 +38,7 @@ CANDIDATES = {
 
 def _prepare() -> str:
     """Migrate, the bench-otp template, and an API key whose rate never throttles the run."""
-    _ensure_database()
-    _manage("migrate", "--noinput")
-    _manage("shell", "-c", "from templates.models import Template;"
-            "from templates.services import template_create;"
-            "Template.objects.filter(name='bench-otp').exists() or template_create("
-            "name='bench-otp', subject='Code {{ code }}', html_body='<p>{{ code }}</p>')")
-    return _manage("create_api_key", "bench-front", "--rate", "1000000/min").strip().splitlines()[-1]
+    return harness.otp_api_key("bench-front", "--rate", "1000000/min")
 
 
 def _tree_cpu_seconds(pid: int) -> float:
@@ -134,7 +128,7 @@ def main() -> None:
         key = _prepare()
         for name in args.candidates:
             print(_measure(name, key, args.port, args.requests, args.concurrency), flush=True)
-        _manage("shell", "-c", "from notifier.celery import app; app.control.purge()")
+        harness.manage("shell", "-c", "from notifier.celery import app; app.control.purge()")
     finally:
         for server in started:
             server.stop()

@@ -31,6 +31,7 @@ from bench import harness
 
 harness.django_setup()
 
+from bench.owner import bench_client  # noqa: E402
 from campaigns.models import Campaign  # noqa: E402
 from delivery.models import EmailMessage  # noqa: E402
 from feedback.models import WebhookDelivery  # noqa: E402
@@ -46,7 +47,8 @@ MG_KINDS = {"delivered": "delivered", "open": "opened", "click": "clicked", "bou
 
 def make_messages(count: int) -> tuple[Campaign, list[tuple[int, str]]]:
     run = uuid.uuid4().hex[:8]
-    version = template_create(name=f"bench-{run}", subject="Hi {{ name }}", html_body="<p>Hi</p>")
+    version = template_create(client=bench_client(), name=f"bench-{run}", subject="Hi {{ name }}",
+                              html_body="<p>Hi</p>")
     campaign = Campaign.objects.create(name=f"bench-{run}", template_version=version, status="SENDING")
     rows = [
         EmailMessage(campaign=campaign, recipient=f"b{run}-{i}@example.com", template_version=version,

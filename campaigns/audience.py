@@ -8,6 +8,9 @@ API can ask "is it empty?" without counting a million rows.
     list     {"type": "list", "list_id": 3}
     inline   {"type": "inline", "contacts": [{"email", "name", "timezone", "data"}, ...]}
 
+Each snapshot also carries `client_id`, set by the validation from the launching client: the
+audience is only that client's contacts (decision 50).
+
 Inline contacts are upserted as contacts by the fan-out first; their per-recipient `data` is
 read back from the campaign row with jsonb_to_recordset, so no recipient passes through Python.
 """
@@ -16,7 +19,14 @@ from __future__ import annotations
 
 from django.db import connection
 
-from audience.query import CONTACT_TABLE, AudienceSql, contacts_exist, list_sql, segment_sql
+from audience.query import (
+    CONTACT_TABLE,
+    OWNER_WHERE,
+    AudienceSql,
+    contacts_exist,
+    list_sql,
+    segment_sql,
+)
 from campaigns.models import Campaign
 
 CAMPAIGN_TABLE = Campaign._meta.db_table
@@ -24,23 +34,25 @@ CAMPAIGN_TABLE = Campaign._meta.db_table
 
 def audience_sql(audience: dict, *, campaign_id: int | None = None) -> AudienceSql:
     kind = audience.get("type")
+    client_id = audience["client_id"]
     if kind == "segment":
-        return segment_sql(audience["definition"])
+        return segment_sql(audience["definition"], client_id=client_id)
     if kind == "list":
-        return list_sql(audience["list_id"])
+        return list_sql(audience["list_id"], client_id=client_id)
     if kind == "inline":
-        return _inline_sql(campaign_id)
+        return _inline_sql(campaign_id, client_id)
     raise ValueError(f"unknown audience type {kind!r}")
 
 
-def _inline_sql(campaign_id: int | None) -> AudienceSql:
+def _inline_sql(campaign_id: int | None, client_id: str) -> AudienceSql:
     # Validated and de-duplicated (lower-cased emails) by the API before it was stored.
     joins = (
         f"JOIN (SELECT i.email, i.data FROM {CAMPAIGN_TABLE} cc, "
         "jsonb_to_recordset(cc.audience -> 'contacts') AS i(email text, data jsonb) "
         "WHERE cc.id = %s) inl ON inl.email = c.email"
     )
-    return AudienceSql(joins=joins, params=[campaign_id], data_expr="COALESCE(inl.data, '{}'::jsonb)")
+    return AudienceSql(joins=joins, where=OWNER_WHERE, params=[campaign_id, client_id],
+                       data_expr="COALESCE(inl.data, '{}'::jsonb)")
 
 
 def audience_is_empty(audience: dict) -> bool:
@@ -62,14 +74,16 @@ def audience_count(audience: dict, *, campaign_id: int) -> int:
 
 
 def inline_contacts_upsert(*, campaign_id: int) -> int:
-    """Create the inline recipients as contacts (existing contacts are left as they are)."""
+    """Create the inline recipients as the campaign's client's contacts (existing contacts are left
+    as they are)."""
     sql = (
-        f"INSERT INTO {CONTACT_TABLE} (email, name, timezone, locale, attributes, subscribed, "
-        "created_at, updated_at) "
-        "SELECT i.email, COALESCE(i.name, ''), COALESCE(i.timezone, ''), '', '{}'::jsonb, TRUE, "
+        f"INSERT INTO {CONTACT_TABLE} (client_id, email, name, timezone, locale, attributes, "
+        "subscribed, created_at, updated_at) "
+        "SELECT cc.audience ->> 'client_id', i.email, COALESCE(i.name, ''), COALESCE(i.timezone, ''), "
+        "'', '{}'::jsonb, TRUE, "
         f"now(), now() FROM {CAMPAIGN_TABLE} cc, "
         "jsonb_to_recordset(cc.audience -> 'contacts') AS i(email text, name text, timezone text) "
-        "WHERE cc.id = %s ON CONFLICT (email) DO NOTHING"
+        "WHERE cc.id = %s ON CONFLICT (client_id, email) DO NOTHING"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [campaign_id])

@@ -108,7 +108,7 @@ def audience_timezone_check(*, schedule: dict, audience: dict) -> None:
                "or configure NOTIFIER_DEFAULT_TIMEZONE.")
     if audience.get("type") == "inline":
         emails = [row["email"] for row in audience["contacts"] if not row.get("timezone")]
-        known = _contact_zones(emails)
+        known = _contact_zones(emails, client_id=audience["client_id"])
         if any(not known.get(email) for email in emails):
             raise serializers.ValidationError({"schedule": {"timezone": [message]}})
         return
@@ -120,8 +120,9 @@ def audience_timezone_check(*, schedule: dict, audience: dict) -> None:
             raise serializers.ValidationError({"schedule": {"timezone": [message]}})
 
 
-def _contact_zones(emails: list[str]) -> dict[str, str]:
-    return dict(Contact.objects.filter(email__in=emails).values_list("email", "timezone"))
+def _contact_zones(emails: list[str], *, client_id: str) -> dict[str, str]:
+    rows = Contact.objects.filter(client_id=client_id, email__in=emails)
+    return dict(rows.values_list("email", "timezone"))
 
 
 def _audience_zones(campaign: Campaign) -> list[str]:

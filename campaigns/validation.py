@@ -1,7 +1,9 @@
 """Validation of a campaign definition (the POST /notifications/email body).
 
 Errors name the field, e.g. `{"recipients": {"segment_id": ["No segment '7'."]}}`; inline
-contact rows are checked by audience.validation.
+contact rows are checked by audience.validation. The template, list and segment must be the
+launching client's own (`context["client_id"]`): another client's is "no such ...", like a
+missing one, and the audience snapshot records whose contacts it reaches (decision 50).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ class CampaignDefinitionSerializer(serializers.Serializer):
     metadata = serializers.DictField(required=False, default=dict)
 
     def validate_template_id(self, value: str):
-        version = template_version_get_current(reference=value)
+        version = template_version_get_current(client_id=self.context["client_id"], reference=value)
         if version is None:
             raise serializers.ValidationError(f"No active template {value!r}.")
         return version
@@ -46,17 +48,19 @@ class CampaignDefinitionSerializer(serializers.Serializer):
 
     def validate_recipients(self, value: dict) -> dict:
         kind = value.get("type")
+        client_id = self.context["client_id"]
         if kind == "segment":
-            return _segment_audience(value)
+            return {**_segment_audience(value, client_id), "client_id": client_id}
         if kind == "list":
-            return _list_audience(value)
+            return {**_list_audience(value, client_id), "client_id": client_id}
         if kind == "inline":
-            return {"type": "inline", "contacts": inline_contacts_clean(value.get("contacts"))}
+            contacts = inline_contacts_clean(value.get("contacts"))
+            return {"type": "inline", "contacts": contacts, "client_id": client_id}
         raise serializers.ValidationError({"type": ["Must be 'segment', 'list' or 'inline'."]})
 
 
-def _segment_audience(value: dict) -> dict:
-    segment = Segment.objects.filter(pk=_int_id(value, "segment_id")).first()
+def _segment_audience(value: dict, client_id: str | None) -> dict:
+    segment = Segment.objects.filter(pk=_int_id(value, "segment_id"), client_id=client_id).first()
     if segment is None:
         raise serializers.ValidationError({"segment_id": [f"No segment {value.get('segment_id')!r}."]})
     try:
@@ -66,9 +70,9 @@ def _segment_audience(value: dict) -> dict:
     return {"type": "segment", "segment_id": segment.pk, "definition": segment.definition}
 
 
-def _list_audience(value: dict) -> dict:
+def _list_audience(value: dict, client_id: str | None) -> dict:
     list_id = _int_id(value, "list_id")
-    if not ContactList.objects.filter(pk=list_id).exists():
+    if not ContactList.objects.filter(pk=list_id, client_id=client_id).exists():
         raise serializers.ValidationError({"list_id": [f"No list {value.get('list_id')!r}."]})
     return {"type": "list", "list_id": list_id}
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from django.utils import timezone
 from rest_framework import serializers, status
-from rest_framework.generics import get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from clients.tenancy import owned, owned_or_404
 from scheduling import selectors, timing
 from scheduling.models import Schedule
 from scheduling.services import due
@@ -59,7 +59,7 @@ class ScheduleListApi(APIView):
     def get(self, request: Request) -> Response:
         """Schedules and a snapshot of the queues and the due set."""
         now = timezone.now()
-        schedules = list(Schedule.objects.filter(client=request.user).order_by("-id")[:500])
+        schedules = list(owned(Schedule.objects.all(), request.user).order_by("-id")[:500])
         return Response({
             "schedules": _schedule_body(schedules),
             "scheduled_messages": selectors.scheduled_messages(client=request.user),
@@ -83,7 +83,7 @@ class ScheduleListApi(APIView):
 
 
 def _own_schedule(request: Request, schedule_id: int) -> Schedule:
-    return get_object_or_404(Schedule, pk=schedule_id, client=request.user)
+    return owned_or_404(Schedule.objects.all(), request.user, message="No such schedule.", pk=schedule_id)
 
 
 class ScheduleDetailApi(APIView):

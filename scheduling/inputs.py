@@ -61,19 +61,21 @@ class ScheduleInputSerializer(serializers.Serializer):
         return attrs
 
 
-def _local_due(spec: dict, *, recipient: str, now: datetime) -> datetime:
+def _local_due(spec: dict, *, recipient: str, client_id: str, now: datetime) -> datetime:
     at = timing.parse_local_time(spec["local_time"])
-    tz = timing.zone(selectors.recipient_timezone(email=recipient, requested=spec.get("timezone")))
+    tz = timing.zone(selectors.recipient_timezone(client_id=client_id, email=recipient,
+                                                  requested=spec.get("timezone")))
     day: date | None = spec.get("date")
     return timing.next_occurrence(at, tz, now=now, day=day)
 
 
-def _optimal_due(spec: dict, *, recipient: str, now: datetime) -> datetime:
-    tz_name = selectors.recipient_timezone(email=recipient, requested=spec.get("timezone"))
+def _optimal_due(spec: dict, *, recipient: str, client_id: str, now: datetime) -> datetime:
+    tz_name = selectors.recipient_timezone(client_id=client_id, email=recipient,
+                                           requested=spec.get("timezone"))
     return selectors.optimal_due(recipients={recipient: tz_name}, now=now)[recipient]
 
 
-def _due(spec: dict, *, recipient: str, now: datetime) -> datetime | None:
+def _due(spec: dict, *, recipient: str, client_id: str, now: datetime) -> datetime | None:
     kind = spec["type"]
     if kind == "scheduled":
         due = parse_aware_datetime(spec["send_at"], "send_at")
@@ -83,18 +85,18 @@ def _due(spec: dict, *, recipient: str, now: datetime) -> datetime | None:
     if kind == "delayed":
         return now + timedelta(seconds=spec["delay_seconds"])
     if kind == "local_time":
-        return _local_due(spec, recipient=recipient, now=now)
+        return _local_due(spec, recipient=recipient, client_id=client_id, now=now)
     if kind == "optimal":
-        return _optimal_due(spec, recipient=recipient, now=now)
+        return _optimal_due(spec, recipient=recipient, client_id=client_id, now=now)
     return None
 
 
-def schedule_resolve(spec: dict | None, *, recipient: str, now: datetime) -> ResolvedSchedule:
+def schedule_resolve(spec: dict | None, *, recipient: str, client_id: str, now: datetime) -> ResolvedSchedule:
     """The due instant for a validated `schedule` (a serializers.ValidationError naming the
-    field under `schedule` otherwise)."""
+    field under `schedule` otherwise); the recipient's timezone is the sending client's contact's."""
     spec = spec or {"type": "immediate"}
     try:
-        due = _due(spec, recipient=recipient, now=now)
+        due = _due(spec, recipient=recipient, client_id=client_id, now=now)
         if due is not None and due - now > MAX_AHEAD:
             raise timing.TimingError(_main_field(spec["type"]), "At most 366 days ahead.")
     except timing.TimingError as exc:

@@ -21,11 +21,12 @@ SCHEDULED_MESSAGES_SHOWN = 100
 EVENTS = EmailEvent._meta.db_table
 
 
-def recipient_timezone(*, email: str, requested: str | None = None) -> str:
-    """The request's timezone, else the contact's, else the configured default; a TimingError
-    on `timezone` when none is available (or the one found is unknown)."""
+def recipient_timezone(*, client_id: str, email: str, requested: str | None = None) -> str:
+    """The request's timezone, else the client's contact's, else the configured default; a
+    TimingError on `timezone` when none is available (or the one found is unknown)."""
+    contacts = Contact.objects.filter(client_id=client_id, email=email.lower())
     name = requested or (
-        Contact.objects.filter(email=email.lower()).values_list("timezone", flat=True).first() or ""
+        contacts.values_list("timezone", flat=True).first() or ""
     ) or settings.NOTIFIER_DEFAULT_TIMEZONE
     if not name:
         raise timing.TimingError(

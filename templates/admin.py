@@ -36,7 +36,7 @@ class TemplateForm(forms.ModelForm):
 
     class Meta:
         model = Template
-        fields = ["name", "is_active"]
+        fields = ["client", "name", "is_active"]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -65,10 +65,11 @@ def sample_context(version: TemplateVersion) -> dict[str, str]:
 @admin.register(Template)
 class TemplateAdmin(LargeTableAdmin):
     form = TemplateForm
-    list_display = ["name", "is_active", "created_at"]
+    list_display = ["name", "client", "is_active", "created_at"]
     list_filter = ["is_active"]
     search_fields = ["name"]
     readonly_fields = ["preview"]
+    raw_id_fields = ["client"]
     inlines = [TemplateVersionInline]
 
     @admin.display(description="Preview of the current version")
@@ -91,7 +92,7 @@ class TemplateAdmin(LargeTableAdmin):
     def save_model(self, request: HttpRequest, obj: Template, form: TemplateForm, change: bool) -> None:
         content = {name: form.cleaned_data[name] for name in ("subject", "html_body", "text_body")}
         if not change:
-            version = template_create(name=obj.name, **content)
+            version = template_create(client=obj.client, name=obj.name, **content)
             obj.pk, obj.created_at = version.template_id, version.template.created_at
             if not obj.is_active:
                 template_deactivate(template=obj)

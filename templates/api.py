@@ -62,7 +62,7 @@ class CreateInputSerializer(VersionInputSerializer):
     name = serializers.SlugField(max_length=100)
 
     def validate_name(self, value: str) -> str:
-        if Template.objects.filter(name=value).exists():
+        if Template.objects.filter(client=self.context["client"], name=value).exists():
             raise serializers.ValidationError("A template with this name exists.")
         return value
 
@@ -105,7 +105,7 @@ class TemplateListCreateApi(generics.GenericAPIView):
     serializer_class = TemplateListItemSerializer
 
     def get_queryset(self):
-        return template_list_active()
+        return template_list_active(client=self.request.user)
 
     @extend_schema(summary="List active templates", responses={200: TemplateListItemSerializer(many=True)})
     def get(self, request: Request) -> Response:
@@ -121,9 +121,9 @@ class TemplateListCreateApi(generics.GenericAPIView):
     )
     @idempotent
     def post(self, request: Request) -> Response:
-        serializer = CreateInputSerializer(data=request.data)
+        serializer = CreateInputSerializer(data=request.data, context={"client": request.user})
         serializer.is_valid(raise_exception=True)
-        version = _save(template_create, **serializer.validated_data)
+        version = _save(template_create, client=request.user, **serializer.validated_data)
         return Response(TemplateOutputSerializer(version).data, status=status.HTTP_201_CREATED)
 
 
@@ -141,14 +141,14 @@ class TemplateDetailApi(generics.GenericAPIView):
     def get(self, request: Request, template_id: int) -> Response:
         query = self.VersionQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        template = template_get_active(template_id=template_id)
+        template = template_get_active(client=request.user, template_id=template_id)
         version = template_version_get(template=template, number=query.validated_data.get("version"))
         return Response(TemplateOutputSerializer(version).data)
 
     @extend_schema(summary="Add a version (versions are immutable)", request=VersionInputSerializer,
                    responses={200: TemplateOutputSerializer})
     def put(self, request: Request, template_id: int) -> Response:
-        template = template_get_active(template_id=template_id)
+        template = template_get_active(client=request.user, template_id=template_id)
         serializer = VersionInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         version = _save(template_update, template=template, **serializer.validated_data)
@@ -156,7 +156,7 @@ class TemplateDetailApi(generics.GenericAPIView):
 
     @extend_schema(summary="Deactivate a template", responses={204: None})
     def delete(self, request: Request, template_id: int) -> Response:
-        template_deactivate(template=template_get_active(template_id=template_id))
+        template_deactivate(template=template_get_active(client=request.user, template_id=template_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -189,7 +189,7 @@ class TemplateRenderApi(generics.GenericAPIView):
                                  value={"context": {"name": "Ada", "code": "123456"}, "locale": "fr"})],
     )
     def post(self, request: Request, template_id: int) -> Response:
-        template = template_get_active(template_id=template_id)
+        template = template_get_active(client=request.user, template_id=template_id)
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data

@@ -10,9 +10,16 @@ from django.db import models
 
 
 class Template(models.Model):
-    name = models.SlugField(max_length=100, unique=True)
+    # The API client that owns the template (decision 50); names are unique per client.
+    client = models.ForeignKey("clients.ApiClient", on_delete=models.PROTECT, related_name="+")
+    name = models.SlugField(max_length=100)
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["client", "name"], name="template_client_name_unique")
+        ]
 
     def __str__(self) -> str:
         return self.name

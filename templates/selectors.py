@@ -5,18 +5,19 @@ from __future__ import annotations
 from django.db.models import QuerySet
 from rest_framework.exceptions import NotFound
 
+from clients.models import ApiClient
+from clients.tenancy import owned, owned_or_404
 from templates.models import Template, TemplateVersion
 
 
-def template_list_active() -> QuerySet[Template]:
-    return Template.objects.filter(is_active=True)
+def template_list_active(*, client: ApiClient) -> QuerySet[Template]:
+    return owned(Template.objects.filter(is_active=True), client)
 
 
-def template_get_active(*, template_id: int) -> Template:
-    template = Template.objects.filter(pk=template_id, is_active=True).first()
-    if template is None:
-        raise NotFound("No such template.")
-    return template
+def template_get_active(*, client: ApiClient, template_id: int) -> Template:
+    """The active template if the client may see it (404 otherwise, also for another client's)."""
+    return owned_or_404(Template.objects.filter(is_active=True), client, message="No such template.",
+                        pk=template_id)
 
 
 def template_version_get(*, template: Template, number: int | None = None) -> TemplateVersion:

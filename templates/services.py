@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from clients.models import ApiClient
 from templates.models import Template, TemplateVersion
 from templates.rendering import TemplateError, required_variables
 
@@ -40,10 +41,10 @@ def _add_version(*, template: Template, number: int, subject: str, html_body: st
 
 
 @transaction.atomic
-def template_create(*, name: str, subject: str, html_body: str, text_body: str = "",
+def template_create(*, client: ApiClient, name: str, subject: str, html_body: str, text_body: str = "",
                     variants: Variants | None = None) -> TemplateVersion:
-    """Create a template with its first version (raises TemplateError on bad syntax)."""
-    template = Template.objects.create(name=name)
+    """Create the client's template with its first version (raises TemplateError on bad syntax)."""
+    template = Template.objects.create(client=client, name=name)
     return _add_version(template=template, number=1, subject=subject, html_body=html_body,
                         text_body=text_body, variants=variants)
 
@@ -63,9 +64,13 @@ def template_deactivate(*, template: Template) -> None:
     Template.objects.filter(pk=template.pk).update(is_active=False)
 
 
-def template_version_get_current(*, reference: str | int) -> TemplateVersion | None:
-    """The newest default-locale version of an active template named by id or by name."""
-    templates = Template.objects.filter(is_active=True)
+def template_version_get_current(*, client_id: str | None, reference: str | int) -> TemplateVersion | None:
+    """The newest default-locale version of the client's active template named by id or by name.
+
+    Only the client's own templates, whatever its scopes: what a send renders belongs to the
+    sender (decision 50). Another client's template is None, like a missing one.
+    """
+    templates = Template.objects.filter(is_active=True, client_id=client_id)
     text = str(reference)
     if text.isascii() and text.isdigit():
         if len(text) > 18:  # beyond bigint: no such id (and no DataError 500)

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 import pytest
 from rest_framework.test import APIClient
 
-from clients.services import api_client_create
 from notifier.celery import app as celery_app
 from templates.services import template_create
+from tests import factories
 from tests.support import processes
 from tests.support.session_services import pytest_configure, pytest_unconfigure
 from tests.support.smtp import RecordingSmtpServer
@@ -19,8 +19,8 @@ __all__ = ["pytest_configure", "pytest_unconfigure"]  # the session's services (
 
 @pytest.fixture
 def api_key(db) -> str:
-    _, key = api_client_create(name="test-service")
-    return key
+    """The key of factories.owner(): the client that owns the rows the factories make."""
+    return factories.owner_key()
 
 
 @pytest.fixture
@@ -33,7 +33,7 @@ def api(api_key: str) -> APIClient:
 @pytest.fixture
 def otp_template(db):
     return template_create(
-        name="otp",
+        client=factories.owner(), name="otp",
         subject="Your code {{ code }}",
         html_body="<p>Hello {{ name }}, your code is <b>{{ code }}</b></p>",
     )

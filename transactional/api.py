@@ -5,7 +5,6 @@ from __future__ import annotations
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers, status
-from rest_framework.generics import get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
@@ -13,6 +12,7 @@ from rest_framework.views import APIView
 
 from clients.idempotency import idempotent
 from clients.send_guards import MaySend
+from clients.tenancy import owned_or_404
 from core.api.fields import ContextField, SafeEmailField, StrictInputMixin
 from core.priorities import Priority
 from delivery.models import EmailMessage
@@ -35,7 +35,7 @@ class MessageCreateApi(APIView):
         schedule = ScheduleInputSerializer(required=False)
 
         def validate_template(self, value: str):
-            version = template_version_get_current(reference=value)
+            version = template_version_get_current(client_id=self.context["client_id"], reference=value)
             if version is None:
                 raise serializers.ValidationError(f"No active template {value!r}.")
             return version
@@ -47,7 +47,8 @@ class MessageCreateApi(APIView):
                     {"context": [f"Missing variables the template needs: {', '.join(missing)}."]}
                 )
             now = timezone.now()
-            attrs["schedule"] = schedule_resolve(attrs.get("schedule"), recipient=attrs["to"], now=now)
+            attrs["schedule"] = schedule_resolve(attrs.get("schedule"), recipient=attrs["to"], now=now,
+                                                 client_id=self.context["client_id"])
             return attrs
 
     class OutputSerializer(serializers.Serializer):
@@ -73,7 +74,7 @@ class MessageCreateApi(APIView):
     )
     @idempotent
     def post(self, request: Request) -> Response:
-        serializer = self.InputSerializer(data=request.data)
+        serializer = self.InputSerializer(data=request.data, context={"client_id": request.user.pk})
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         created = message_create(
@@ -118,5 +119,5 @@ class MessageDetailApi(APIView):
                    responses={200: OutputSerializer})
     def get(self, request: Request, message_id: int) -> Response:
         queryset = EmailMessage.objects.select_related("template_version__template")
-        message = get_object_or_404(queryset, pk=message_id, client=request.user)
+        message = owned_or_404(queryset, request.user, message="No such message.", pk=message_id)
         return Response(self.OutputSerializer(message).data)

@@ -22,12 +22,13 @@ MEMBER_TABLE = ContactList.contacts.through._meta.db_table
 # Fields a row leaves out keep their stored value on update (COALESCE with EXCLUDED's NULL);
 # attributes are merged key by key.
 _UPSERT_SQL = f"""
-INSERT INTO {CONTACT_TABLE} (email, name, timezone, locale, attributes, subscribed, created_at, updated_at)
-SELECT r.email, COALESCE(r.name, ''), COALESCE(r.timezone, ''), COALESCE(r.locale, ''),
+INSERT INTO {CONTACT_TABLE} (client_id, email, name, timezone, locale, attributes, subscribed, created_at,
+                             updated_at)
+SELECT %s, r.email, COALESCE(r.name, ''), COALESCE(r.timezone, ''), COALESCE(r.locale, ''),
        COALESCE(r.attributes, '{{}}'::jsonb), COALESCE(r.subscribed, TRUE), now(), now()
 FROM jsonb_to_recordset(%s::jsonb)
      AS r(email text, name text, timezone text, locale text, attributes jsonb, subscribed boolean)
-ON CONFLICT (email) DO UPDATE SET
+ON CONFLICT (client_id, email) DO UPDATE SET
   name = CASE WHEN %s::jsonb -> EXCLUDED.email ? 'name' THEN EXCLUDED.name ELSE {CONTACT_TABLE}.name END,
   timezone = CASE WHEN %s::jsonb -> EXCLUDED.email ? 'timezone' THEN EXCLUDED.timezone
                   ELSE {CONTACT_TABLE}.timezone END,
@@ -49,8 +50,9 @@ class BulkResult:
     contact_ids: list[int] = field(default_factory=list)
 
 
-def contacts_bulk_upsert(*, rows: list, list_id: int | None = None) -> BulkResult:
-    """Upsert the valid rows (and add them to the list); report invalid rows by index."""
+def contacts_bulk_upsert(*, client_id: str, rows: list, list_id: int | None = None) -> BulkResult:
+    """Upsert the valid rows as the client's contacts (and add them to the client's list `list_id`);
+    report invalid rows by index."""
     result = BulkResult()
     cleaned: dict[str, dict] = {}
     for index, row in enumerate(rows):
@@ -64,7 +66,7 @@ def contacts_bulk_upsert(*, rows: list, list_id: int | None = None) -> BulkResul
         return result
     with transaction.atomic(), connection.cursor() as cursor:
         present = json.dumps({email: dict.fromkeys(row, True) for email, row in cleaned.items()})
-        cursor.execute(_UPSERT_SQL, [json.dumps(list(cleaned.values())), *[present] * 4])
+        cursor.execute(_UPSERT_SQL, [client_id, json.dumps(list(cleaned.values())), *[present] * 4])
         rows = cursor.fetchall()
         for contact_id, inserted in rows:
             result.contact_ids.append(contact_id)
@@ -85,8 +87,8 @@ def list_members_add(*, list_id: int, contact_ids: list[int]) -> int:
         return cursor.rowcount
 
 
-def contact_list_get_or_create(*, name: str) -> ContactList:
-    return ContactList.objects.get_or_create(name=name)[0]
+def contact_list_get_or_create(*, client_id: str, name: str) -> ContactList:
+    return ContactList.objects.get_or_create(client_id=client_id, name=name)[0]
 
 
 def suppression_create(*, email: str, reason: str, source: str = "api") -> tuple[Suppression, bool]:

@@ -10,6 +10,7 @@ a row is harmless anyway (upsert). Emails are checked with a cheap pattern and l
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import os
@@ -30,10 +31,11 @@ _EMAIL = re.compile(r"^[^@\s,;<>]+@[^@\s,;<>]+\.[^@\s,;<>]+$")
 _FIELDS = ("name", "timezone", "locale")
 _TRUE = {"1", "true", "yes", "y", "t"}
 _UPSERT = f"""
-INSERT INTO {CONTACT_TABLE} (email, name, timezone, locale, attributes, subscribed, created_at, updated_at)
-SELECT DISTINCT ON (email) email, name, timezone, locale, attributes, subscribed, now(), now()
+INSERT INTO {CONTACT_TABLE} (client_id, email, name, timezone, locale, attributes, subscribed, created_at,
+                             updated_at)
+SELECT DISTINCT ON (email) %s, email, name, timezone, locale, attributes, subscribed, now(), now()
 FROM import_rows ORDER BY email, ord DESC
-ON CONFLICT (email) DO UPDATE SET name = EXCLUDED.name, timezone = EXCLUDED.timezone,
+ON CONFLICT (client_id, email) DO UPDATE SET name = EXCLUDED.name, timezone = EXCLUDED.timezone,
   locale = EXCLUDED.locale, subscribed = EXCLUDED.subscribed,
   attributes = {CONTACT_TABLE}.attributes || EXCLUDED.attributes, updated_at = now()
 """
@@ -53,9 +55,12 @@ class ImportReport:
     errors: list[str] = field(default_factory=list)
 
 
-def file_fingerprint(path: str) -> str:
+def file_fingerprint(path: str, client_id: str) -> str:
+    """One import job per client and file: the same file imported for two clients is two jobs.
+    (A client's id is its key's hash, too long for the column: a digest of it stands in.)"""
     stat = os.stat(path)
-    return f"{os.path.abspath(path)}:{stat.st_size}:{stat.st_mtime_ns}"
+    owner = hashlib.sha256(client_id.encode()).hexdigest()[:16]
+    return f"{owner}:{os.path.abspath(path)}:{stat.st_size}:{stat.st_mtime_ns}"
 
 
 def file_row_count(path: str) -> int:
@@ -68,16 +73,18 @@ def file_row_count(path: str) -> int:
 
 
 def contacts_import(
-    *, path: str, list_name: str = "", batch_size: int = 50_000, dry_run: bool = False,
+    *, client_id: str, path: str, list_name: str = "", batch_size: int = 50_000, dry_run: bool = False,
     on_progress: Callable[[int], None] | None = None,
 ) -> ImportReport:
     report = ImportReport()
     job = None if dry_run else ContactImport.objects.get_or_create(
-        fingerprint=file_fingerprint(path), defaults={"path": path, "list_name": list_name})[0]
+        fingerprint=file_fingerprint(path, client_id), defaults={"path": path, "list_name": list_name})[0]
     if job and job.finished:
         report.skipped = job.rows_done
         return report
-    list_id = ContactList.objects.get_or_create(name=list_name)[0].pk if list_name and not dry_run else None
+    list_id = None
+    if list_name and not dry_run:
+        list_id = ContactList.objects.get_or_create(client_id=client_id, name=list_name)[0].pk
     start = job.rows_done if job else 0
     report.skipped = start
     with open(path, newline="", encoding="utf-8-sig") as handle:
@@ -95,7 +102,8 @@ def contacts_import(
                 if pending:
                     report.written += pending.result()
                 if not dry_run:
-                    pending = writer.submit(_batch_write_in_thread, buffer, job, list_id, start + report.rows)
+                    pending = writer.submit(_batch_write_in_thread, buffer, job, client_id, list_id,
+                                            start + report.rows)
                 if on_progress:
                     on_progress(start + report.rows)
             if pending:
@@ -107,10 +115,10 @@ def contacts_import(
 
 
 def _batch_write_in_thread(
-    buffer: io.StringIO, job: ContactImport, list_id: int | None, rows_done: int
+    buffer: io.StringIO, job: ContactImport, client_id: str, list_id: int | None, rows_done: int
 ) -> int:
     try:
-        return _batch_write(buffer, job, list_id, rows_done)
+        return _batch_write(buffer, job, client_id, list_id, rows_done)
     finally:
         connection.close()  # this thread's own connection
 
@@ -138,7 +146,9 @@ def _typed(value: str) -> str | int:
     return int(value) if value.isdigit() and len(value) < 18 else value
 
 
-def _batch_write(buffer: io.StringIO, job: ContactImport, list_id: int | None, rows_done: int) -> int:
+def _batch_write(
+    buffer: io.StringIO, job: ContactImport, client_id: str, list_id: int | None, rows_done: int
+) -> int:
     with transaction.atomic(), connection.cursor() as cursor:
         # Safe here: a commit lost in a crash loses its rows_done update with it, and the
         # resumed import redoes that batch (the upsert is idempotent).
@@ -150,10 +160,10 @@ def _batch_write(buffer: io.StringIO, job: ContactImport, list_id: int | None, r
         copy = "COPY import_rows FROM STDIN WITH (FORMAT csv, FORCE_NOT_NULL (name, timezone, locale))"
         cursor.copy_expert(copy, buffer)
         if list_id is None:
-            cursor.execute(_UPSERT)
+            cursor.execute(_UPSERT, [client_id])
             written = cursor.rowcount
         else:
-            cursor.execute(_UPSERT_WITH_MEMBERS, [list_id])
+            cursor.execute(_UPSERT_WITH_MEMBERS, [client_id, list_id])
             cursor.execute("SELECT count(*) FROM import_rows")
             written = cursor.fetchone()[0]
         ContactImport.objects.filter(pk=job.pk).update(rows_done=rows_done)

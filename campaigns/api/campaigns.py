@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from rest_framework import exceptions, serializers, status
-from rest_framework.generics import get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
@@ -16,6 +15,7 @@ from campaigns.selectors import campaign_counters
 from campaigns.services import lifecycle
 from campaigns.services.launch import campaign_launch_detailed
 from clients.send_guards import MaySend
+from clients.tenancy import owned, owned_or_404
 from core.priorities import Priority
 from transactional.services import message_create
 
@@ -44,8 +44,8 @@ class CampaignOutputSerializer(serializers.ModelSerializer):
 
 
 def _own_campaign(request: Request, campaign_id: int) -> Campaign:
-    return get_object_or_404(Campaign.objects.select_related("template_version"), pk=campaign_id,
-                             client=request.user)
+    return owned_or_404(Campaign.objects.select_related("template_version"), request.user,
+                        message="No such campaign.", pk=campaign_id)
 
 
 class CampaignSendApi(APIView):
@@ -77,7 +77,7 @@ class CampaignListApi(APIView):
     throttle_scope = "campaigns"
     def get(self, request: Request) -> Response:
         """Newest first, keyset pages: ?before=<smallest id of the previous page>&status=..."""
-        queryset = Campaign.objects.filter(client=request.user).select_related("template_version")
+        queryset = owned(Campaign.objects.select_related("template_version"), request.user)
         if request.query_params.get("status"):
             queryset = queryset.filter(status=request.query_params["status"].upper())
         before = request.query_params.get("before")

@@ -6,14 +6,15 @@ fan-out writes: attributes plus email, name, timezone, locale).
 
 from __future__ import annotations
 
-from rest_framework import exceptions, serializers
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from audience.models import Contact
+from clients.tenancy import owned_or_404
 from templates.rendering import TemplateError, compile_version, render
-from templates.services import template_version_get_current
+from templates.selectors import template_get_active, template_version_get
 
 
 def contact_context(contact: Contact) -> dict:
@@ -26,16 +27,15 @@ class TemplatePreviewApi(APIView):
     throttle_scope = "campaigns"
     def get(self, request: Request, template_id: int) -> Response:
         """Render a template for one contact (subject, text, HTML)."""
-        version = template_version_get_current(reference=template_id)
-        if version is None:
-            raise exceptions.NotFound(f"No active template {template_id}.")
+        template = template_get_active(client=request.user, template_id=template_id)
+        version = template_version_get(template=template)
         reference = request.query_params.get("contact", "").strip()
         if not reference:
             raise serializers.ValidationError({"contact": ["Give a contact email or id."]})
         lookup = {"pk": int(reference)} if reference.isdigit() else {"email": reference.lower()}
-        contact = Contact.objects.filter(**lookup).first()
-        if contact is None:
-            raise exceptions.NotFound(f"No contact {reference!r}.")
+        # The template's owner's contact: an admin previews a client's template for its contacts.
+        contact = owned_or_404(Contact.objects.filter(client_id=template.client_id), request.user,
+                               message=f"No contact {reference!r}.", **lookup)
         compiled = compile_version(version.id, version.subject, version.html_body, version.text_body)
         try:
             rendered = render(compiled, contact_context(contact))

@@ -62,7 +62,7 @@ def _external_id(definition: dict, data: dict) -> str:
 
 
 def campaign_launch_detailed(*, definition: dict, client_id: int | None) -> CampaignLaunched:
-    serializer = CampaignDefinitionSerializer(data=definition)
+    serializer = CampaignDefinitionSerializer(data=definition, context={"client_id": client_id})
     serializer.is_valid(raise_exception=True)
     data = serializer.validated_data
     if data["schedule"]["type"] == "recurring":

@@ -15,7 +15,7 @@ from django.urls import reverse
 
 from clients.services import api_client_create
 from delivery.models import EmailMessage
-from tests.factories import template_version
+from tests.factories import owner, template_version
 
 MESSAGES = 100_000
 MAX_QUERIES = 30
@@ -104,7 +104,8 @@ def test_template_admin_shows_a_rendered_preview(superuser_client):
 def test_template_admin_edit_adds_a_version(superuser_client):
     version = template_version(subject="Hi {{ name }}", html_body="<p>{{ name }}</p>")
     url = reverse("admin:templates_template_change", args=[version.template_id])
-    form = {"name": version.template.name, "is_active": "on", "subject": "Hello {{ name }}",
+    form = {"client": version.template.client_id, "name": version.template.name, "is_active": "on",
+            "subject": "Hello {{ name }}",
             "html_body": "<p>v2 {{ name }}</p>", "text_body": "",
             "versions-TOTAL_FORMS": "0", "versions-INITIAL_FORMS": "0"}
     response = superuser_client.post(url, form)
@@ -168,7 +169,7 @@ def test_template_admin_add_creates_version_one_and_refuses_bad_syntax(superuser
     from templates.models import Template
 
     url = reverse("admin:templates_template_add")
-    form = {"name": "promo", "is_active": "on", "subject": "Hi {{ name }}",
+    form = {"client": owner().pk, "name": "promo", "is_active": "on", "subject": "Hi {{ name }}",
             "html_body": "<p>{{ name }}</p>", "text_body": "",
             "versions-TOTAL_FORMS": "0", "versions-INITIAL_FORMS": "0"}
     bad = superuser_client.post(url, {**form, "html_body": "<p>\n{% if %}"})

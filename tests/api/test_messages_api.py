@@ -8,6 +8,7 @@ from clients.models import ApiClient
 from clients.services import api_client_create
 from delivery.models import EmailMessage
 from templates.models import Template
+from templates.services import template_create
 
 pytestmark = pytest.mark.django_db
 OTP = {"to": "ada@example.com", "template": "otp", "priority": "critical",
@@ -109,7 +110,10 @@ def test_an_idempotency_key_reused_with_a_different_body_is_a_409_either_way(
 
 
 def test_idempotency_keys_are_scoped_to_the_client(api, otp_template, send):
-    _, other_key = api_client_create(name="other")
+    other_client, other_key = api_client_create(name="other")
+    template = otp_template.template
+    template_create(client=other_client, name=template.name, subject=otp_template.subject,
+                    html_body=otp_template.html_body)  # its own template of the same name
     other = APIClient()
     other.credentials(HTTP_AUTHORIZATION=f"Api-Key {other_key}")
     body = {**OTP, "idempotency_key": "same"}

@@ -8,20 +8,23 @@ from django.db import connection
 from django.utils import timezone
 
 from audience.models import Contact
+from tests import factories
 
 
 def contacts_create(n: int, *, prefix: str = "user", domain: str = "example.com", start: int = 0,
-                    attributes: dict | None = None) -> None:
-    """n contacts <prefix><i>@<domain> (attributes plus {"n": i}) in one INSERT ... SELECT."""
+                    attributes: dict | None = None, client_id: str | None = None) -> None:
+    """n contacts <prefix><i>@<domain> (attributes plus {"n": i}) in one INSERT ... SELECT, owned
+    by `client_id` (default: factories.owner())."""
     now = Contact._meta.get_field("created_at").get_db_prep_save(timezone.now(), connection)
     attrs = "%s::jsonb || jsonb_build_object('n', x)"
     with connection.cursor() as cursor:
         cursor.execute(
             "WITH RECURSIVE g(x) AS (SELECT %s UNION ALL SELECT x + 1 FROM g WHERE x < %s) "
-            f"INSERT INTO {Contact._meta.db_table} (email, name, timezone, locale, attributes, "
-            f"subscribed, created_at, updated_at) SELECT %s || x || '@' || %s, 'User ' || x, "
+            f"INSERT INTO {Contact._meta.db_table} (client_id, email, name, timezone, locale, attributes, "
+            f"subscribed, created_at, updated_at) SELECT %s, %s || x || '@' || %s, 'User ' || x, "
             f"'Europe/Paris', 'en', {attrs}, TRUE, %s, %s FROM g",
-            [start, start + n - 1, prefix, domain, json.dumps(attributes or {}), now, now],
+            [start, start + n - 1, client_id or factories.owner().pk, prefix, domain,
+             json.dumps(attributes or {}), now, now],
         )
 
 

@@ -25,7 +25,7 @@ def test_campaign_pages_and_actions(admin_client, purged_queues):
     definition = {"conditions": [{"attribute": "n", "op": "lt", "value": 20}]}
     campaign = Campaign.objects.create(
         name="c", template_version=factories.template_version(), status="QUEUED",
-        audience={"type": "segment", "definition": definition},
+        audience={"client_id": factories.owner().pk, "type": "segment", "definition": definition},
     )
     campaign_fanout(campaign_id=campaign.pk)
     assert admin_client.get("/admin/campaigns/campaign/").status_code == 200
@@ -40,5 +40,5 @@ def test_campaign_pages_and_actions(admin_client, purged_queues):
     for url in ("/admin/audience/contact/", "/admin/audience/contact/?q=user3@example.com",
                 "/admin/audience/suppression/", "/admin/audience/segment/"):
         assert admin_client.get(url).status_code == 200
-    contact_list = ContactList.objects.create(name="l")
+    contact_list = ContactList.objects.create(client=factories.owner(), name="l")
     assert admin_client.get(f"/admin/audience/contactlist/{contact_list.pk}/change/").status_code == 200

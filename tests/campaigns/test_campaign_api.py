@@ -21,7 +21,7 @@ def template(db):
 @pytest.fixture
 def segment(db) -> Segment:
     contacts_create(50, attributes={"plan": "pro"})
-    return Segment.objects.create(name="pro", definition={
+    return Segment.objects.create(client=factories.owner(), name="pro", definition={
         "conditions": [{"attribute": "plan", "op": "equals", "value": "pro"}]})
 
 
@@ -67,7 +67,7 @@ def test_bad_audiences_are_400_naming_the_field(api, template, recipients, field
 
 
 def test_empty_audience_unknown_template_and_bad_priority(api, template):
-    empty = Segment.objects.create(name="none", definition={
+    empty = Segment.objects.create(client=factories.owner(), name="none", definition={
         "conditions": [{"attribute": "plan", "op": "equals", "value": "nobody"}]})
     response = _send(api, {"template_id": template.template_id,
                            "recipients": {"type": "segment", "segment_id": empty.pk}})

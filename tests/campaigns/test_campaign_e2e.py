@@ -52,7 +52,7 @@ def _counters(campaign: Campaign) -> dict[str, int]:
 def _group(name: str, n: int, start: int) -> Segment:
     contacts_create(n, prefix=f"{name}-", start=start,
                     attributes={"group": name})
-    return Segment.objects.create(name=name, definition={
+    return Segment.objects.create(client=factories.owner(), name=name, definition={
         "conditions": [{"attribute": "group", "op": "equals", "value": name}]})
 
 

@@ -50,7 +50,7 @@ def _received(smtp_server) -> Counter:
 
 def _group(name: str, n: int, start: int) -> Segment:
     contacts_create(n, prefix=f"{name}-", start=start, attributes={"group": name})
-    return Segment.objects.create(name=name, definition={
+    return Segment.objects.create(client=factories.owner(), name=name, definition={
         "conditions": [{"attribute": "group", "op": "equals", "value": name}]})
 
 
@@ -104,7 +104,8 @@ def test_scheduled_campaign_arrives_once_per_recipient_at_send_at_and_a_lost_fan
     _start(spawn, process_env, tmp_path, NOTIFIER_CAMPAIGN_FANOUT_STALL_SECONDS="2")
     # A campaign whose fan-out task never reached the broker: QUEUED, no progress.
     lost = Campaign.objects.create(name="lost", template_version=template, status=CS.QUEUED,
-                                   audience={"type": "segment", "definition": lost_segment.definition})
+                                   audience={"client_id": factories.owner().pk, "type": "segment",
+                                             "definition": lost_segment.definition})
     send_at = (timezone.now() + timedelta(seconds=8)).replace(microsecond=0)
     campaign = _launch(live_server, api_key, template, scheduled, {"type": "scheduled",
                                                                    "send_at": send_at.isoformat()})
@@ -133,8 +134,9 @@ def test_local_time_sends_each_recipient_at_the_wall_time_of_their_zone(
     zones = {"paris": "Europe/Paris", "berlin": "Europe/Berlin", "lagos": "Africa/Lagos",
              "nowhere": "", "ny": "America/New_York"}
     for name, tz in zones.items():
-        Contact.objects.create(email=f"{name}@example.com", timezone=tz, attributes={"g": "lt"})
-    segment = Segment.objects.create(name="lt", definition={
+        Contact.objects.create(client=factories.owner(), email=f"{name}@example.com", timezone=tz,
+                               attributes={"g": "lt"})
+    segment = Segment.objects.create(client=factories.owner(), name="lt", definition={
         "conditions": [{"attribute": "g", "op": "equals", "value": "lt"}]})
     _start(spawn, process_env, tmp_path)
     due_at = (timezone.now() + timedelta(seconds=8)).replace(microsecond=0)

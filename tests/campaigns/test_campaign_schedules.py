@@ -52,8 +52,9 @@ def template(db):
 @pytest.fixture
 def segment(db) -> Segment:
     for name, tz in ZONES.items():
-        Contact.objects.create(email=f"{name}@example.com", timezone=tz, attributes={"g": "zones"})
-    return Segment.objects.create(name="zones", definition={
+        Contact.objects.create(client=factories.owner(), email=f"{name}@example.com", timezone=tz,
+                               attributes={"g": "zones"})
+    return Segment.objects.create(client=factories.owner(), name="zones", definition={
         "conditions": [{"attribute": "g", "op": "equals", "value": "zones"}]})
 
 
@@ -309,10 +310,11 @@ def test_first_due_row_moves_the_campaign_to_sending(api, template, segment):
 
 def test_a_lost_fanout_is_published_again_once_per_stall_period(template, segment, settings):
     settings.NOTIFIER_CAMPAIGN_FANOUT_STALL_SECONDS = 30
+    audience = {"client_id": factories.owner().pk, "type": "segment", "definition": segment.definition}
     lost = Campaign.objects.create(name="lost", template_version=template, status=CS.QUEUED,
-                                   audience={"type": "segment", "definition": segment.definition})
+                                   audience=audience)
     fresh = Campaign.objects.create(name="fresh", template_version=template, status=CS.QUEUED,
-                                    audience={"type": "segment", "definition": segment.definition})
+                                    audience=audience)
     Campaign.objects.filter(pk=lost.pk).update(created_at=timezone.now() - timedelta(minutes=5))
     for pk in (lost.pk, fresh.pk):
         get_redis().delete(redis_key("campaigns", "fanout_watch", pk))

@@ -5,12 +5,14 @@ from __future__ import annotations
 import pytest
 
 from audience.models import Contact, ContactList, Segment, Suppression
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
 
 def test_bulk_keeps_valid_rows_reports_bad_ones_and_upserts(api):
-    Contact.objects.create(email="old@x.io", name="Old", attributes={"a": 1, "b": 1})
+    Contact.objects.create(client=factories.owner(), email="old@x.io", name="Old",
+                           attributes={"a": 1, "b": 1})
     rows = [
         {"email": "New@X.io", "name": "New", "timezone": "Europe/Paris", "attributes": {"plan": "pro"}},
         {"email": "not-an-email"},

@@ -28,7 +28,7 @@ def campaign(db, purged_queues) -> Campaign:
     definition = {"conditions": [{"attribute": "n", "op": "lt", "value": 2000}]}
     return Campaign.objects.create(
         name="c", template_version=factories.template_version(), status=Campaign.Status.QUEUED,
-        audience={"type": "segment", "definition": definition},
+        audience={"client_id": factories.owner().pk, "type": "segment", "definition": definition},
     )
 
 
@@ -111,7 +111,7 @@ def test_inline_and_list_audiences(db, purged_queues):
     version = factories.template_version()
     inline = Campaign.objects.create(
         name="i", template_version=version, status=Campaign.Status.QUEUED,
-        audience={"type": "inline", "contacts": [
+        audience={"client_id": factories.owner().pk, "type": "inline", "contacts": [
             {"email": "x@y.io", "name": "X", "data": {"code": "A1"}}, {"email": "z@y.io"}]},
     )
     assert campaign_fanout(campaign_id=inline.pk).inserted == 2
@@ -122,7 +122,8 @@ def test_inline_and_list_audiences(db, purged_queues):
 
     listed = Campaign.objects.create(
         name="l", template_version=version, status=Campaign.Status.QUEUED,
-        audience={"type": "list", "list_id": _list_with(list_members_add, 10)},
+        audience={"client_id": factories.owner().pk, "type": "list",
+                  "list_id": _list_with(list_members_add, 10)},
     )
     assert campaign_fanout(campaign_id=listed.pk).inserted == 10
 
@@ -130,7 +131,7 @@ def test_inline_and_list_audiences(db, purged_queues):
 def _list_with(list_members_add, n: int) -> int:
     from audience.models import ContactList
 
-    contact_list = ContactList.objects.create(name="l")
+    contact_list = ContactList.objects.create(client=factories.owner(), name="l")
     ids = list(Contact.objects.filter(email__startswith="l").order_by("id").values_list("id", flat=True)[:n])
     list_members_add(list_id=contact_list.pk, contact_ids=ids)
     return contact_list.pk
@@ -138,12 +139,12 @@ def _list_with(list_members_add, n: int) -> int:
 
 def test_schedule_hook_writes_scheduled_rows_with_per_timezone_due_times(db, purged_queues):
     """The hook the scheduling engine fills: a (time zone -> due) map joined in SQL."""
-    Contact.objects.create(email="paris@x.io", timezone="Europe/Paris")
-    Contact.objects.create(email="tokyo@x.io", timezone="Asia/Tokyo")
-    Contact.objects.create(email="nowhere@x.io")
+    Contact.objects.create(client=factories.owner(), email="paris@x.io", timezone="Europe/Paris")
+    Contact.objects.create(client=factories.owner(), email="tokyo@x.io", timezone="Asia/Tokyo")
+    Contact.objects.create(client=factories.owner(), email="nowhere@x.io")
     campaign = Campaign.objects.create(
         name="s", template_version=factories.template_version(), status=Campaign.Status.QUEUED,
-        audience={"type": "segment", "definition": {"conditions": [
+        audience={"client_id": factories.owner().pk, "type": "segment", "definition": {"conditions": [
             {"field": "subscribed", "op": "equals", "value": True}]}},
         schedule={"type": "due_map", "due": {"Europe/Paris": "2030-01-01T08:00:00+00:00",
                                              "Asia/Tokyo": "2030-01-01T00:00:00+00:00"},
@@ -182,11 +183,11 @@ def test_list_fanout_over_several_chunks_writes_each_member_once(db, purged_queu
     from audience.models import ContactList
 
     members = ids[::2]
-    contact_list = ContactList.objects.create(name="every-other")
+    contact_list = ContactList.objects.create(client=factories.owner(), name="every-other")
     list_members_add(list_id=contact_list.pk, contact_ids=members)
     campaign = Campaign.objects.create(
         name="k", template_version=factories.template_version(), status=Campaign.Status.QUEUED,
-        audience={"type": "list", "list_id": contact_list.pk},
+        audience={"client_id": factories.owner().pk, "type": "list", "list_id": contact_list.pk},
     )
     assert campaign_fanout(campaign_id=campaign.pk).inserted == len(members)
     written = EmailMessage.objects.filter(campaign=campaign).values_list("contact_id", flat=True)
@@ -201,10 +202,10 @@ def test_list_chunk_reads_the_membership_index_from_the_cursor(db):
     from audience.models import ContactList
     from campaigns.services.fanout import chunk_statement
 
-    contact_list = ContactList.objects.create(name="plan")
+    contact_list = ContactList.objects.create(client=factories.owner(), name="plan")
     campaign = Campaign.objects.create(
         name="p", template_version=factories.template_version(), status=Campaign.Status.QUEUED,
-        audience={"type": "list", "list_id": contact_list.pk},
+        audience={"client_id": factories.owner().pk, "type": "list", "list_id": contact_list.pk},
     )
     statement = chunk_statement(campaign)
     scan = statement.sql.split("), eligible AS")[0].replace("WITH scan AS (", "")

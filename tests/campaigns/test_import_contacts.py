@@ -8,6 +8,7 @@ import pytest
 from django.core.management import call_command
 
 from audience.models import Contact, ContactImport, ContactList
+from tests import factories
 
 # The importer writes from a second thread (its own connection): rows must really commit.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,7 +26,8 @@ def csv_file(tmp_path):
 
 def _run(path, *args: str) -> str:
     out, err = StringIO(), StringIO()
-    call_command("import_contacts", str(path), *args, stdout=out, stderr=err)
+    owner = factories.owner().prefix
+    call_command("import_contacts", str(path), "--client", owner, *args, stdout=out, stderr=err)
     return out.getvalue() + err.getvalue()
 
 
@@ -57,7 +59,7 @@ def test_interrupted_import_resumes_after_the_last_committed_batch(csv_file):
     from audience.services.importer import file_fingerprint
 
     # As if a first run committed two batches of 100 and died.
-    fingerprint = file_fingerprint(str(csv_file))
+    fingerprint = file_fingerprint(str(csv_file), factories.owner().pk)
     ContactImport.objects.create(path=str(csv_file), fingerprint=fingerprint, rows_done=200)
     output = _run(csv_file, "--batch-size", "100")
     assert "52 rows read" in output and "200 skipped" in output

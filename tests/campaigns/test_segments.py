@@ -8,6 +8,7 @@ from django.db import connection
 from audience.models import Contact
 from audience.segments import SegmentError, segment_compile
 from campaigns.audience import CONTACT_TABLE
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -21,12 +22,14 @@ def _emails(definition: dict) -> set[str]:
 
 @pytest.fixture
 def people(db):
-    Contact.objects.create(email="a@x.io", timezone="Europe/Paris", attributes={"plan": "pro", "orders": 5})
-    Contact.objects.create(email="b@x.io", timezone="America/New_York",
+    Contact.objects.create(client=factories.owner(), email="a@x.io", timezone="Europe/Paris",
+                           attributes={"plan": "pro", "orders": 5})
+    Contact.objects.create(client=factories.owner(), email="b@x.io", timezone="America/New_York",
                            attributes={"plan": "free", "orders": 1})
-    Contact.objects.create(email="c@x.io", timezone="Europe/Paris", subscribed=False,
+    Contact.objects.create(client=factories.owner(), email="c@x.io", timezone="Europe/Paris",
+                           subscribed=False,
                            attributes={"plan": "team", "orders": "12"})
-    Contact.objects.create(email="d@x.io", attributes={"orders": "many"})
+    Contact.objects.create(client=factories.owner(), email="d@x.io", attributes={"orders": "many"})
 
 
 def test_equals_in_and_greater_than_on_attributes(people):

@@ -14,6 +14,7 @@ from django.utils import timezone
 from campaigns.models import Campaign
 from campaigns.services.fanout import campaign_fanout
 from campaigns.services.lifecycle import campaign_fail
+from clients.services import api_client_create
 from delivery.models import EmailMessage
 from notifier.celery import app as celery_app
 from tests.support import processes
@@ -40,6 +41,7 @@ def _last_bar(stderr: str) -> tuple[int, int]:
 
 @pytest.fixture
 def command(transactional_db, purged_queues):
+    api_client_create(name="demo")  # what `make run` creates: the command's default --client
     argv = [sys.executable, "manage.py", "send_demo_campaign", "--recipients", "20", "--timeout", "60"]
     process = subprocess.Popen(argv, cwd=processes.BASE_DIR, env=processes.subprocess_env(),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -19,7 +19,7 @@ MS = EmailMessage.Status
 @pytest.fixture
 def message(db) -> EmailMessage:
     version = factories.template_version()
-    contact = Contact.objects.create(email="ada@x.io")
+    contact = Contact.objects.create(client=factories.owner(), email="ada@x.io")
     campaign = Campaign.objects.create(name="c", template_version=version, status="SENDING")
     factories.email_message(version=version, campaign=campaign, contact=contact, recipient="ada@x.io",
                             idempotency_key="c:1:1")

@@ -22,6 +22,7 @@ from clients.services import api_client_create
 from core.redis_client import get_redis, redis_key
 from delivery.models import EmailMessage
 from templates.models import Template, TemplateVersion
+from tests import factories
 
 BODY = {"name": "receipt", "subject": "Receipt {{ n }}", "html_body": "<p>{{ n }}</p>"}
 
@@ -165,7 +166,7 @@ def test_concurrent_duplicates_one_wins(live_server):
 
 class _CreateView(IdempotentMixin, APIView):
     def post(self, request):
-        template = Template.objects.create(name=request.data["name"])
+        template = Template.objects.create(client=factories.owner(), name=request.data["name"])
         return Response({"id": template.id}, status=status.HTTP_201_CREATED)
 
 

@@ -6,6 +6,7 @@ from audience.models import Contact
 from delivery.models import EmailMessage
 from delivery.services.sending import message_batch_send
 from templates.services import template_create
+from tests import factories
 from tests.factories import email_message
 
 pytestmark = pytest.mark.django_db
@@ -14,6 +15,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def greeting():
     return template_create(
+        client=factories.owner(),
         name="greeting", subject="Hello {{ name }}", html_body="<p>Hello {{ name }}</p>",
         variants={"de": {"subject": "Hallo {{ name }}", "html_body": "<p>Hallo {{ name }}</p>"},
                   "fr-CA": {"subject": "Bonjour {{ name }}", "html_body": "<p>Bonjour</p>"}},
@@ -27,7 +29,7 @@ def test_each_contact_gets_its_locale_then_language_then_default(greeting, smtp_
     locales = {"de-AT": "Hallo Ada", "fr-CA": "Bonjour Ada", "es": "Hello Ada", "": "Hello Ada"}
     messages = []
     for n, locale in enumerate(locales):
-        contact = Contact.objects.create(email=f"c{n}@example.com", locale=locale)
+        contact = Contact.objects.create(client=factories.owner(), email=f"c{n}@example.com", locale=locale)
         messages.append(email_message(version=greeting, contact=contact, recipient=contact.email,
                                       context={"name": "Ada"}))
     transactional = email_message(version=greeting, context={"name": "Ada"})

@@ -17,6 +17,8 @@ T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 
 def campaign(*, status: str = Campaign.Status.SENDING, **fields) -> Campaign:
+    """A campaign of factories.owner(), the client the `api` fixture's key belongs to."""
+    fields = {"client": factories.owner(), **fields}
     return Campaign.objects.create(
         name=f"campaign-{next(_ids)}", template_version=factories.template_version(), status=status, **fields
     )

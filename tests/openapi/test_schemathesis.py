@@ -43,8 +43,8 @@ _BODY_POISON = st.one_of(_NUL, _OVERLONG, st.sampled_from(["\ud800", "a\udfffb",
 
 @pytest.fixture
 def api_key(transactional_db) -> str:
-    _, key = api_client_create(name="fuzzer", scopes=["admin"], rate_limit="100000/min")
-    template_create(name="otp", subject="Code {{ code }}", html_body="<p>{{ code }}</p>")
+    client, key = api_client_create(name="fuzzer", scopes=["admin"], rate_limit="100000/min")
+    template_create(client=client, name="otp", subject="Code {{ code }}", html_body="<p>{{ code }}</p>")
     return key
 
 

@@ -10,6 +10,7 @@ import pytest
 from audience.models import Contact
 from feedback.models import EmailEvent
 from scheduling import selectors, timing
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 NOW = datetime(2026, 6, 10, 12, 0, tzinfo=UTC)
@@ -44,12 +45,14 @@ def test_optimal_due_uses_the_best_hour_or_10_local_without_history():
 
 
 def test_recipient_timezone_request_then_contact_then_default(settings):
-    Contact.objects.create(email="ada@example.com", timezone="Asia/Kathmandu")
-    assert selectors.recipient_timezone(email="ADA@example.com") == "Asia/Kathmandu"
-    assert selectors.recipient_timezone(email="ada@example.com", requested="Europe/Berlin") == "Europe/Berlin"
+    Contact.objects.create(client=factories.owner(), email="ada@example.com", timezone="Asia/Kathmandu")
+    owner = factories.owner().pk
+    assert selectors.recipient_timezone(client_id=owner, email="ADA@example.com") == "Asia/Kathmandu"
+    assert selectors.recipient_timezone(client_id=owner, email="ada@example.com",
+                                        requested="Europe/Berlin") == "Europe/Berlin"
     settings.NOTIFIER_DEFAULT_TIMEZONE = ""
     with pytest.raises(timing.TimingError) as exc:
-        selectors.recipient_timezone(email="nobody@example.com")
+        selectors.recipient_timezone(client_id=owner, email="nobody@example.com")
     assert exc.value.field == "timezone"
     settings.NOTIFIER_DEFAULT_TIMEZONE = "UTC"
-    assert selectors.recipient_timezone(email="nobody@example.com") == "UTC"
+    assert selectors.recipient_timezone(client_id=owner, email="nobody@example.com") == "UTC"

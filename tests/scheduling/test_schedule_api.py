@@ -15,6 +15,7 @@ from scheduling import timing
 from scheduling.models import Schedule
 from scheduling.services import due
 from scheduling.services.recurring import _claim_run
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 Status = EmailMessage.Status
@@ -74,7 +75,7 @@ def test_local_time_uses_the_request_then_the_contact_timezone(send):
     response = send({"type": "local_time", "local_time": "09:00", "timezone": "Asia/Kathmandu"})
     expected = timing.next_occurrence(time(9), timing.zone("Asia/Kathmandu"), now=now)
     assert EmailMessage.objects.get(pk=response.json()["id"]).scheduled_for == expected
-    Contact.objects.create(email="bob@example.com", timezone="America/New_York")
+    Contact.objects.create(client=factories.owner(), email="bob@example.com", timezone="America/New_York")
     response = send({"type": "local_time", "local_time": "07:30"}, to="Bob@example.com")
     expected = timing.next_occurrence(time(7, 30), timing.zone("America/New_York"), now=now)
     assert EmailMessage.objects.get(pk=response.json()["id"]).scheduled_for == expected
@@ -259,7 +260,7 @@ def test_local_time_on_a_dst_change_day_through_the_api(send, tz_name, at, gap, 
 def test_optimal_uses_the_recipients_open_history(send):
     from feedback.models import EmailEvent
 
-    Contact.objects.create(email="ada@example.com", timezone="Asia/Kolkata")
+    Contact.objects.create(client=factories.owner(), email="ada@example.com", timezone="Asia/Kolkata")
     for n in range(3):  # 14:40 UTC = 20:10 in Kolkata
         opened = (timezone.now() - timedelta(days=n + 1)).replace(hour=14, minute=40)
         EmailEvent.objects.create(provider="ses", provider_event_id=f"o{n}", event_type="opened",

@@ -1,7 +1,8 @@
-"""python manage.py import_contacts FILE.csv [--list NAME] [--batch-size N] [--dry-run]
+"""python manage.py import_contacts FILE.csv --client PREFIX|NAME [--list NAME] [--batch-size N] [--dry-run]
 
 Resumable: run it again after an interruption and it continues after the last committed batch
-(progress is kept per file, keyed by path, size and modification time).
+(progress is kept per client and file, keyed by path, size and modification time). The contacts
+(and the list) belong to the API client `--client` names (decision 50).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import time
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from audience.services.importer import contacts_import, file_row_count
+from clients.tenancy import client_by_reference
 from core.progress_bar import ProgressBar
 
 
@@ -19,6 +21,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("file")
+        parser.add_argument("--client", required=True,
+                            help="the API client (key prefix or name) that owns the contacts")
         parser.add_argument("--list", default="", help="also add every imported contact to this list")
         parser.add_argument("--batch-size", type=int, default=50_000)
         parser.add_argument("--dry-run", action="store_true", help="validate and count; write nothing")
@@ -26,14 +30,16 @@ class Command(BaseCommand):
     def handle(self, *args: object, **options: object) -> None:
         path = str(options["file"])
         try:
+            owner = client_by_reference(str(options["client"]))
             total = file_row_count(path)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             raise CommandError(str(exc)) from exc
         bar = ProgressBar(total, label="import", stream=self.stderr)
         started = time.monotonic()
         try:
             report = contacts_import(
-                path=path, list_name=str(options["list"]), batch_size=int(options["batch_size"]),
+                client_id=owner.pk, path=path, list_name=str(options["list"]),
+                batch_size=int(options["batch_size"]),
                 dry_run=bool(options["dry_run"]), on_progress=bar.update,
             )
         except ValueError as exc:

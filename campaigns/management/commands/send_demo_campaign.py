@@ -1,6 +1,7 @@
-"""python manage.py send_demo_campaign --recipients N: a first-run demo on the running system.
+"""python manage.py send_demo_campaign --recipients N [--client PREFIX|NAME]: a first-run demo.
 
-Creates N demo contacts (demo-<i>@example.com) in a list, a demo template, launches a campaign
+Creates N demo contacts (demo-<i>@example.com) in a list, a demo template, all owned by the API
+client `--client` names (default: `demo`, the client `make run` creates), launches a campaign
 to the list through the same service as the API, and draws a live progress bar from the
 campaign's counters until it completes. Needs the workers running (`make run`).
 """
@@ -17,6 +18,8 @@ from audience.services.contacts import audience_statistics_refresh
 from campaigns.models import Campaign
 from campaigns.selectors import campaign_counters
 from campaigns.services.launch import campaign_launch
+from clients.models import ApiClient
+from clients.tenancy import client_by_reference
 from core.progress_bar import ProgressBar
 from templates.models import Template
 from templates.services import template_create
@@ -30,6 +33,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--recipients", type=int, default=1000)
+        parser.add_argument("--client", default="demo",
+                            help="the API client (key prefix or name) that owns the demo's rows")
         parser.add_argument("--priority", default="low", choices=["critical", "high", "normal", "low"])
         parser.add_argument("--timeout", type=float, default=1800, help="stop watching after this many s")
 
@@ -37,11 +42,15 @@ class Command(BaseCommand):
         n = int(options["recipients"])
         if not 1 <= n <= 10_000_000:
             raise CommandError("--recipients must be between 1 and 10,000,000")
-        contact_list = _demo_list(n)
+        try:
+            owner = client_by_reference(str(options["client"]))
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
+        contact_list = _demo_list(owner, n)
         campaign = campaign_launch(definition={
-            "name": f"demo to {n:,}", "template_id": _demo_template(),
+            "name": f"demo to {n:,}", "template_id": _demo_template(owner),
             "recipients": {"type": "list", "list_id": contact_list.pk}, "priority": options["priority"],
-        }, client_id=None)
+        }, client_id=owner.pk)
         self.stdout.write(f"campaign {campaign.pk} launched to {n:,} contacts (list {contact_list.name!r})")
         self._watch(campaign, n, float(options["timeout"]))
 
@@ -73,30 +82,32 @@ def _draw(bar: ProgressBar, campaign: Campaign, n: int) -> None:
                                  f"cancelled={counters['cancelled']:,}")
 
 
-def _demo_template() -> int:
-    template = Template.objects.filter(name=TEMPLATE).first()
+def _demo_template(owner: ApiClient) -> int:
+    template = Template.objects.filter(client=owner, name=TEMPLATE).first()
     if template:
         return template.pk
     return template_create(
-        name=TEMPLATE, subject="Hello {{ name }}, this is a notifier demo",
+        client=owner, name=TEMPLATE, subject="Hello {{ name }}, this is a notifier demo",
         html_body="<h1>Hi {{ name }}</h1><p>This campaign went out to everyone on the demo list.</p>",
     ).template_id
 
 
-def _demo_list(n: int) -> ContactList:
+def _demo_list(owner: ApiClient, n: int) -> ContactList:
     """demo-0 .. demo-<n-1>@example.com, created in one statement; members added in another."""
-    contact_list, _ = ContactList.objects.get_or_create(name=f"demo-{n}")
+    contact_list, _ = ContactList.objects.get_or_create(client=owner, name=f"demo-{n}")
     table, members = Contact._meta.db_table, ContactList.contacts.through._meta.db_table
     series = "generate_series(0, %s - 1) AS g(x)"
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {table} (email, name, timezone, locale, attributes, subscribed, created_at, "
-            "updated_at) SELECT 'demo-' || x || '@example.com', 'Demo ' || x, 'UTC', 'en', "
-            f"'{{\"demo\": true}}'::jsonb, TRUE, now(), now() FROM {series} ON CONFLICT (email) DO NOTHING",
-            [n])
+            f"INSERT INTO {table} (client_id, email, name, timezone, locale, attributes, subscribed, "
+            "created_at, updated_at) SELECT %s, 'demo-' || x || '@example.com', 'Demo ' || x, 'UTC', 'en', "
+            f"'{{\"demo\": true}}'::jsonb, TRUE, now(), now() FROM {series} "
+            "ON CONFLICT (client_id, email) DO NOTHING",
+            [owner.pk, n])
         cursor.execute(
             f"INSERT INTO {members} (contactlist_id, contact_id) SELECT %s, c.id FROM {table} c "
-            f"WHERE c.email IN (SELECT 'demo-' || x || '@example.com' FROM {series}) ON CONFLICT DO NOTHING",
-            [contact_list.pk, n])
+            f"WHERE c.client_id = %s AND c.email IN (SELECT 'demo-' || x || '@example.com' FROM {series}) "
+            "ON CONFLICT DO NOTHING",
+            [contact_list.pk, owner.pk, n])
     audience_statistics_refresh()
     return contact_list

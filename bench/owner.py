@@ -1,0 +1,15 @@
+"""The API client that owns a benchmark's rows: every template, contact, list and segment has
+one (decision 50). Call after django.setup()."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def bench_client(name: str = "bench") -> Any:
+    """The oldest client called `name`, created (with a key nobody needs) when there is none."""
+    from clients.models import ApiClient
+    from clients.services import api_client_create
+
+    existing = ApiClient.objects.filter(name=name).order_by("created").first()
+    return existing or api_client_create(name=name)[0]

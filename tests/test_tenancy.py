@@ -1,0 +1,383 @@
+"""Tenancy (decision 50): client B can neither read nor change client A's objects, on every route.
+
+The walk goes over every route of the URL conf. An object route is called with A's ids for every
+method its view allows, as B (every scope but admin), and must answer 404, the answer for a
+missing id, so an id leaks nothing. A collection route must never show A's rows to B, and what
+B writes there stays B's. A route the walk does not know fails the test: a new route has to be
+classified here, so it cannot forget tenancy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pytest
+from django.urls import URLPattern, URLResolver, get_resolver
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from audience.models import Contact, ContactList, Segment
+from campaigns.models import Campaign
+from clients.models import ApiClient
+from clients.services import api_client_create
+from delivery.models import EmailMessage
+from scheduling.models import Schedule
+from templates.models import Template
+from tests import factories
+
+SECRET = "a-secret"  # in every name and address of A's rows: B must never see it
+METHODS = ("get", "post", "put", "patch", "delete")
+
+# Routes with no client data, each with the reason it is outside tenancy.
+NOT_TENANT_DATA = {
+    "api/v1/schema/": "the API description",
+    "api/v1/docs/": "the API description",
+    "api/v1/redoc/": "the API description",
+    "api/v1/providers": "platform: the configured ESPs",
+    "api/v1/stats/overview": "platform: throughput, queues, workers, providers",
+    "api/v1/suppressions": "platform-wide suppressions: one sender reputation (decision 50)",
+    "api/v1/suppressions/<str:email>": "platform-wide suppressions: one sender reputation",
+    "u/<str:token>/": "the signed unsubscribe link is the credential, no API key",
+    "healthz": "liveness, no data",
+    "admin/": "Django admin: staff only, sees every client's rows",
+    "webhooks/ses/": "signed ESP webhooks, no API key",
+    "webhooks/sendgrid/": "signed ESP webhooks, no API key",
+    "webhooks/mailgun/": "signed ESP webhooks, no API key",
+    "dashboard/": "operator dashboard: staff only, sees all",
+    "dashboard/data.json": "operator dashboard: staff only, sees all",
+    "dashboard/campaigns/<id:campaign_id>/<str:action>": "operator dashboard: staff only",
+    "metrics": "Prometheus: operators only, platform figures",
+}
+
+
+@dataclass
+class Tenant:
+    client: ApiClient
+    api: APIClient
+
+
+def _tenant(name: str, scopes: list[str] | None = None) -> Tenant:
+    client, key = api_client_create(name=name, scopes=scopes, rate_limit="100000/min")
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Api-Key {key}")
+    return Tenant(client, api)
+
+
+@dataclass
+class Objects:
+    template: Template
+    contact: Contact
+    contact_list: ContactList
+    segment: Segment
+    campaign: Campaign
+    schedule: Schedule
+    message: EmailMessage
+
+
+def _objects_of(owner: ApiClient) -> Objects:
+    version = factories.template_version(client=owner, name=f"{SECRET}-otp")
+    contact = Contact.objects.create(client=owner, email=f"ada@{SECRET}.example", name=SECRET,
+                                     timezone="Europe/Paris")
+    contact_list = ContactList.objects.create(client=owner, name=f"{SECRET}-list")
+    contact_list.contacts.add(contact)
+    segment = Segment.objects.create(client=owner, name=f"{SECRET}-segment", definition={
+        "conditions": [{"field": "subscribed", "op": "equals", "value": True}]})
+    campaign = Campaign.objects.create(
+        client=owner, name=f"{SECRET}-campaign", template_version=version, status=Campaign.Status.SENDING,
+        audience={"client_id": owner.pk, "type": "list", "list_id": contact_list.pk})
+    schedule = Schedule.objects.create(client=owner, name=f"{SECRET}-schedule", type="recurring",
+                                       cron="0 9 * * *", definition={"template_id": version.template_id})
+    message = factories.email_message(
+        client=owner, version=version, recipient=contact.email, status=EmailMessage.Status.SCHEDULED,
+        scheduled_for=timezone.now() + timedelta(days=1), cancel_key=f"{SECRET}-key")
+    return Objects(version.template, contact, contact_list, segment, campaign, schedule, message)
+
+
+def _routes(patterns: list, prefix: str = "") -> Iterator[tuple[str, URLPattern | URLResolver]]:
+    for pattern in patterns:
+        route = prefix + str(pattern.pattern)
+        if isinstance(pattern, URLResolver) and route not in NOT_TENANT_DATA:
+            yield from _routes(pattern.url_patterns, route)
+        else:
+            yield route, pattern
+
+
+def _methods(pattern: URLPattern) -> list[str]:
+    view = getattr(pattern.callback, "view_class", None)
+    return [method for method in METHODS if view is not None and hasattr(view, method)]
+
+
+def _call(api: APIClient, method: str, url: str, body: dict | None = None):
+    if method == "get":
+        return api.get(url, body or {})
+    return getattr(api, method)(url, body or {}, format="json")
+
+
+# Object routes: the ids of A's objects that fill the route, and a plausible body per method.
+OBJECT_ROUTES: dict[str, Callable[[Objects], dict]] = {
+    "api/v1/templates/<id:template_id>": lambda a: {"template_id": a.template.pk},
+    "api/v1/templates/<id:template_id>/render": lambda a: {"template_id": a.template.pk},
+    "api/v1/templates/<id:template_id>/preview": lambda a: {"template_id": a.template.pk},
+    "api/v1/messages/<id:message_id>": lambda a: {"message_id": a.message.pk},
+    "api/v1/schedules/<id:schedule_id>": lambda a: {"schedule_id": a.schedule.pk},
+    "api/v1/schedules/<id:schedule_id>/pause": lambda a: {"schedule_id": a.schedule.pk},
+    "api/v1/schedules/<id:schedule_id>/resume": lambda a: {"schedule_id": a.schedule.pk},
+    "api/v1/campaigns/<id:campaign_id>": lambda a: {"campaign_id": a.campaign.pk},
+    "api/v1/campaigns/<id:campaign_id>/pause": lambda a: {"campaign_id": a.campaign.pk},
+    "api/v1/campaigns/<id:campaign_id>/resume": lambda a: {"campaign_id": a.campaign.pk},
+    "api/v1/campaigns/<id:campaign_id>/cancel": lambda a: {"campaign_id": a.campaign.pk},
+    "api/v1/campaigns/<id:campaign_id>/test": lambda a: {"campaign_id": a.campaign.pk},
+    "api/v1/campaigns/<id:campaign_id>/stats": lambda a: {"campaign_id": a.campaign.pk},
+}
+BODIES: dict[tuple[str, str], Callable[[Objects], dict]] = {
+    ("api/v1/templates/<id:template_id>", "put"):
+        lambda a: {"subject": "Reset", "html_body": "<a href='https://phish.example'>reset</a>"},
+    ("api/v1/templates/<id:template_id>/render", "post"): lambda a: {"context": {"name": "x"}},
+    ("api/v1/templates/<id:template_id>/preview", "get"): lambda a: {"contact": a.contact.email},
+    ("api/v1/campaigns/<id:campaign_id>/test", "post"): lambda a: {"emails": ["b@b.example"]},
+}
+
+
+def _url(route: str, kwargs: dict) -> str:
+    for name, value in kwargs.items():
+        route = route.replace(f"<id:{name}>", str(value))
+    assert "<" not in route, f"the walk cannot fill {route}"
+    return "/" + route
+
+
+def _collection_checks(a: Objects, b: Tenant) -> dict[tuple[str, str], Callable[[], None]]:
+    """What B may do on a collection route, and what proves A's rows are untouched."""
+
+    def created_own(url: str, body: dict, model: type, name: str) -> Callable[[], None]:
+        def check() -> None:
+            response = b.api.post(url, body, format="json")
+            assert response.status_code in (200, 201), response.content
+            assert model.objects.filter(client=b.client, name=name).exists()
+        return check
+
+    def send(body: dict, field: str) -> Callable[[], None]:
+        def check() -> None:
+            response = b.api.post("/api/v1/messages" if "to" in body else "/api/v1/notifications/email",
+                                  body, format="json")
+            assert response.status_code == 400, response.content
+            assert field in str(response.json()), response.json()
+        return check
+
+    def bulk() -> None:
+        response = b.api.post("/api/v1/contacts/bulk", {"list": a.contact_list.name, "contacts": [
+            {"email": a.contact.email, "name": "B's"}]}, format="json")
+        assert response.status_code == 200 and response.json()["created"] == 1, response.content
+
+    def cancel_by_key() -> None:
+        response = b.api.post("/api/v1/schedules/cancel", {"cancel_key": a.message.cancel_key}, format="json")
+        assert response.status_code == 200 and response.json()["cancelled"] == 0, response.content
+
+    def new_schedule() -> None:
+        response = b.api.post("/api/v1/schedules", {"name": a.schedule.name, "type": "recurring",
+                              "cron": "0 9 * * *", "definition": {}}, format="json")
+        assert response.status_code == 201 and response.json()["id"] != a.schedule.pk, response.content
+
+    version = factories.template_version(client=b.client, name="b-own")
+    return {
+        ("api/v1/templates", "post"): created_own("/api/v1/templates", {
+            "name": a.template.name, "subject": "s", "html_body": "<p>b</p>"}, Template, a.template.name),
+        ("api/v1/lists", "post"): created_own("/api/v1/lists", {"name": a.contact_list.name}, ContactList,
+                                              a.contact_list.name),
+        ("api/v1/segments", "post"): created_own("/api/v1/segments", {
+            "name": a.segment.name, "definition": a.segment.definition}, Segment, a.segment.name),
+        ("api/v1/contacts/bulk", "post"): bulk,
+        ("api/v1/messages", "post"): send({"to": "x@b.example", "template": str(a.template.pk),
+                                           "context": {"name": "x"}}, "template"),
+        ("api/v1/notifications/email", "post"): send({
+            "template_id": str(version.template_id),
+            "recipients": {"type": "list", "list_id": a.contact_list.pk}}, "list_id"),
+        ("api/v1/schedules", "post"): new_schedule,
+        ("api/v1/schedules/cancel", "post"): cancel_by_key,
+    }
+
+
+def _assert_a_untouched(a: Objects) -> None:
+    template = Template.objects.get(pk=a.template.pk)
+    assert template.is_active and template.current_version.version == 1
+    contact = Contact.objects.get(pk=a.contact.pk)
+    assert contact.name == SECRET and list(contact.lists.all()) == [a.contact_list]
+    assert Campaign.objects.get(pk=a.campaign.pk).status == Campaign.Status.SENDING
+    assert Schedule.objects.get(pk=a.schedule.pk).status == Schedule.Status.ACTIVE
+    assert EmailMessage.objects.get(pk=a.message.pk).status == EmailMessage.Status.SCHEDULED
+    assert not EmailMessage.objects.filter(recipient="b@b.example").exists()  # no test send
+
+
+@pytest.fixture
+def tenants(db) -> tuple[Objects, Tenant, Tenant]:
+    a = _objects_of(_tenant("client-a").client)
+    b = _tenant("client-b", scopes=["send", "campaigns", "schedules", "analytics"])
+    admin = _tenant("operator", scopes=["admin"])
+    return a, b, admin
+
+
+def test_every_route_hides_a_clients_objects_from_another(tenants):
+    a, b, admin = tenants
+    collection = _collection_checks(a, b)
+    walked = []
+    for route, pattern in _routes(get_resolver().url_patterns):
+        if route in NOT_TENANT_DATA:
+            continue
+        methods = _methods(pattern)
+        assert methods, f"{route}: not an API view; classify it in NOT_TENANT_DATA or here"
+        walked += [(route, method) for method in methods]
+    # Reads first: B's own writes below reuse A's names (names are unique per client only).
+    for route, method in sorted(walked, key=lambda item: item[1] != "get"):
+        if route in OBJECT_ROUTES:
+            url = _url(route, OBJECT_ROUTES[route](a))
+            body = BODIES.get((route, method), lambda _: {})(a)
+            response = _call(b.api, method, url, body)
+            assert response.status_code == 404, (method, url, response.status_code, response.content)
+            if method == "get":  # the id is real: the admin scope sees it
+                assert _call(admin.api, method, url, body).status_code == 200, (url, body)
+        elif method == "get":
+            assert "<" not in route, f"/{route}: the tenancy walk cannot fill it; add it to OBJECT_ROUTES"
+            response = b.api.get("/" + route)
+            assert response.status_code == 200, (route, response.content)
+            assert SECRET not in response.content.decode(), (route, response.content)
+        else:
+            check = collection.get((route, method))
+            assert check, f"{method.upper()} /{route}: the tenancy walk does not know this route"
+            check()
+    _assert_a_untouched(a)
+    # Every known route was found in the URL conf (a renamed route cannot leave a stale entry).
+    assert set(OBJECT_ROUTES) | {route for route, _ in collection} <= {route for route, _ in walked}
+    assert set(collection) <= set(walked)
+
+
+def test_the_admin_scope_sees_every_clients_objects(tenants):
+    a, b, admin = tenants
+    b_version = factories.template_version(client=b.client, name="b-template")
+    listed = admin.api.get("/api/v1/templates").json()["results"]
+    assert {a.template.pk, b_version.template_id} <= {row["id"] for row in listed}
+    assert admin.api.get(f"/api/v1/campaigns/{a.campaign.pk}/stats").status_code == 200
+    campaigns = admin.api.get("/api/v1/campaigns").json()["results"]
+    assert a.campaign.pk in {row["campaign_id"] for row in campaigns}
+    assert a.contact_list.pk in {row["id"] for row in admin.api.get("/api/v1/lists").json()["results"]}
+
+
+def test_a_send_names_only_the_senders_own_template_list_and_segment(tenants):
+    """A foreign id is the same 400 as a missing one, naming the field, and writes nothing."""
+    a, b, _ = tenants
+    own = factories.template_version(client=b.client, name="b-otp")
+    missing_template = b.api.post("/api/v1/messages", {"to": "x@b.example", "template": "999999999",
+                                                       "context": {"name": "x"}}, format="json")
+    for reference in (str(a.template.pk), a.template.name):
+        response = b.api.post("/api/v1/messages", {"to": "x@b.example", "template": reference,
+                                                   "context": {"name": "x"}}, format="json")
+        assert response.status_code == 400 and set(response.json()) == set(missing_template.json())
+        assert "template" in str(response.json())
+    campaign = {"template_id": str(own.template_id)}
+    for recipients, field in (({"type": "list", "list_id": a.contact_list.pk}, "list_id"),
+                              ({"type": "segment", "segment_id": a.segment.pk}, "segment_id")):
+        response = b.api.post("/api/v1/notifications/email", {**campaign, "recipients": recipients},
+                              format="json")
+        assert response.status_code == 400, response.content
+        assert field in response.json()["errors"]["recipients"] if "errors" in response.json() \
+            else field in str(response.json())
+    response = b.api.post("/api/v1/notifications/email", {
+        "template_id": str(a.template.pk), "recipients": {"type": "inline", "contacts": [
+            {"email": "x@b.example"}]}}, format="json")
+    assert response.status_code == 400 and "template_id" in str(response.json())
+    assert not EmailMessage.objects.filter(client=b.client).exists()
+    assert not Campaign.objects.filter(client=b.client).exists()
+
+
+def test_a_campaign_reaches_only_its_clients_contacts(tenants):
+    """The same address at two clients is two contacts; a segment matching everyone reaches only
+    the launching client's, through the (client, id) index."""
+    from campaigns.services.fanout import campaign_fanout
+
+    a, b, _ = tenants
+    Contact.objects.create(client=b.client, email="bob@b.example")
+    Contact.objects.create(client=b.client, email=a.contact.email)  # same address, B's contact
+    version = factories.template_version(client=b.client, name="b-news")
+    campaign = Campaign.objects.create(
+        client=b.client, name="b", template_version=version, status=Campaign.Status.QUEUED,
+        audience={"client_id": b.client.pk, "type": "segment", "definition": a.segment.definition})
+    campaign_fanout(campaign_id=campaign.pk)
+    rows = EmailMessage.objects.filter(campaign=campaign)
+    assert sorted(rows.values_list("recipient", flat=True)) == ["ada@a-secret.example", "bob@b.example"]
+    assert set(rows.values_list("contact__client", flat=True)) == {b.client.pk}
+
+
+@pytest.mark.django_db(transaction=True)  # the importer writes from its own thread's connection
+def test_import_contacts_writes_the_named_clients_contacts(tmp_path):
+    """Each client imports its own copy of an address; without --client nothing is written."""
+    from django.core.management import CommandError, call_command
+
+    path = tmp_path / "contacts.csv"
+    path.write_text("email,name\nada@example.com,Ada\n")
+    first, second = _tenant("importer-one").client, _tenant("importer-two").client
+    with pytest.raises(CommandError):
+        call_command("import_contacts", str(path), "--client", "nobody")
+    for client in (first, second):
+        call_command("import_contacts", str(path), "--client", client.prefix, "--list", "news")
+    rows = Contact.objects.filter(email="ada@example.com")
+    assert sorted(rows.values_list("client_id", flat=True)) == sorted([first.pk, second.pk])
+    assert ContactList.objects.filter(name="news").count() == 2
+
+
+def test_rows_from_before_tenancy_go_to_the_oldest_client(db):
+    """The migrations' owner: the oldest client, else a revoked placeholder (visible to admin)."""
+    from django.apps import apps
+
+    from clients.legacy_owner import PLACEHOLDER_NAME, legacy_owner_id
+
+    placeholder = ApiClient.objects.get(pk=legacy_owner_id(apps))
+    assert (placeholder.name, placeholder.revoked) == (PLACEHOLDER_NAME, True)
+    ApiClient.objects.all().delete()
+    oldest = _tenant("first").client
+    _tenant("second")
+    assert legacy_owner_id(apps) == oldest.pk
+
+
+BEFORE_TENANCY = [("audience", "0002_tables_renamed"), ("templates", "0002_template_locales"),
+                  ("campaigns", "0005_audience_models_moved")]
+
+
+def _migrate(targets: list[tuple[str, str]]):
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(targets)
+    return executor.loader.project_state(targets).apps
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migrations_give_rows_without_an_owner_to_the_oldest_client():
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    old = _migrate(BEFORE_TENANCY)
+    clients = old.get_model("clients", "ApiClient")
+    first = clients.objects.create(id="aaaaaaaa.x", prefix="aaaaaaaa", hashed_key="x", name="first")
+    later = clients.objects.create(id="bbbbbbbb.x", prefix="bbbbbbbb", hashed_key="x", name="later")
+    template = old.get_model("templates", "Template").objects.create(name="otp")
+    version = old.get_model("templates", "TemplateVersion").objects.create(
+        template=template, version=1, subject="s", html_body="b")
+    contact = old.get_model("audience", "Contact").objects.create(email="ada@example.com")
+    members = old.get_model("audience", "ContactList").objects.create(name="news")
+    segment = old.get_model("audience", "Segment").objects.create(name="all", definition={})
+    campaign = old.get_model("campaigns", "Campaign")
+    theirs = campaign.objects.create(name="c", client_id=later.pk, template_version=version,
+                                     audience={"type": "list", "list_id": members.pk})
+    orphan = campaign.objects.create(name="o", template_version=version,
+                                     audience={"type": "list", "list_id": members.pk})
+
+    latest = _migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+
+    for model, pk in (("templates.Template", template.pk), ("audience.Contact", contact.pk),
+                      ("audience.ContactList", members.pk), ("audience.Segment", segment.pk)):
+        assert latest.get_model(model).objects.get(pk=pk).client_id == first.pk, model
+    campaigns = latest.get_model("campaigns", "Campaign").objects
+    assert campaigns.get(pk=theirs.pk).audience["client_id"] == later.pk
+    assert campaigns.get(pk=orphan.pk).audience["client_id"] == first.pk
