@@ -6,7 +6,7 @@ registers that from its `AppConfig.ready()`:
 
 - the run launcher: `launch(definition, client_id)` creates what one recurring run sends (a
   campaign) and returns it, or raises DRF's ValidationError when there is nothing to send;
-- the definition validator: `validate(definition)` raises DRF's ValidationError when a
+- the definition validator: `validate(definition, client_id)` raises DRF's ValidationError when a
   recurring schedule's definition could not launch (checked when the schedule is created);
 - the target canceller: `cancel(campaign_id)` stops what a cancelled one-off schedule launched;
 - sweeps: functions the scheduler's lock holder runs in its sweep thread (campaign recovery);
@@ -21,7 +21,7 @@ from typing import Any
 
 RunLauncher = Callable[[dict[str, Any], "int | None"], Any]
 TargetCanceller = Callable[[int], None]
-DefinitionValidator = Callable[[dict[str, Any]], None]
+DefinitionValidator = Callable[[dict[str, Any], "str | None"], None]
 
 _launchers: list[RunLauncher] = []
 _validators: list[DefinitionValidator] = []
@@ -65,10 +65,10 @@ def launch_run(definition: dict[str, Any], client_id: int | None) -> Any:
     return _launchers[0](definition, client_id)
 
 
-def validate_definition(definition: dict[str, Any]) -> None:
+def validate_definition(definition: dict[str, Any], client_id: str | None) -> None:
     if not _validators:
         raise NothingRegisteredError("no app registered a validator for recurring runs")
-    _validators[0](definition)
+    _validators[0](definition, client_id)
 
 
 def cancel_target(campaign_id: int) -> None:

@@ -175,8 +175,10 @@ def _collection_checks(a: Objects, b: Tenant) -> dict[tuple[str, str], Callable[
         assert response.status_code == 200 and response.json()["cancelled"] == 0, response.content
 
     def new_schedule() -> None:
+        definition = {"template_id": str(version.template_id),
+                      "recipients": {"type": "inline", "contacts": [{"email": "b@b.example"}]}}
         response = b.api.post("/api/v1/schedules", {"name": a.schedule.name, "type": "recurring",
-                              "cron": "0 9 * * *", "definition": {}}, format="json")
+                              "cron": "0 9 * * *", "definition": definition}, format="json")
         assert response.status_code == 201 and response.json()["id"] != a.schedule.pk, response.content
 
     version = factories.template_version(client=b.client, name="b-own")
@@ -287,6 +289,24 @@ def test_a_send_names_only_the_senders_own_template_list_and_segment(tenants):
     assert response.status_code == 400 and "template_id" in str(response.json())
     assert not EmailMessage.objects.filter(client=b.client).exists()
     assert not Campaign.objects.filter(client=b.client).exists()
+
+
+def test_a_recurring_schedule_names_only_the_clients_own_template_and_list(tenants):
+    """Its definition is checked with the launching client's rules when it is created: another
+    client's template or list is a 400 naming it, and no schedule is stored."""
+    from scheduling.models import Schedule
+
+    a, b, _ = tenants
+    own = factories.template_version(client=b.client, name="b-weekly")
+    inline = {"type": "inline", "contacts": [{"email": "x@b.example"}]}
+    for definition, field in (({"template_id": str(a.template.pk), "recipients": inline}, "template_id"),
+                              ({"template_id": str(own.template_id),
+                                "recipients": {"type": "list", "list_id": a.contact_list.pk}}, "list_id")):
+        response = b.api.post("/api/v1/schedules", {"name": "weekly", "type": "recurring",
+                              "cron": "0 9 * * 1", "definition": definition}, format="json")
+        assert response.status_code == 400 and field in str(response.json()["error"]["fields"]), \
+            response.content
+    assert not Schedule.objects.filter(client=b.client).exists()
 
 
 def test_a_campaign_reaches_only_its_clients_contacts(tenants):

@@ -39,9 +39,11 @@ def campaign_launch_run(definition: dict, client_id: int | None) -> Campaign | N
     return campaign_launch(definition=definition, client_id=client_id)
 
 
-def campaign_definition_validate(definition: dict) -> None:
-    """A recurring schedule's definition is refused at creation if a run could not launch it."""
-    CampaignDefinitionSerializer(data=definition).is_valid(raise_exception=True)
+def campaign_definition_validate(definition: dict, client_id: str | None) -> None:
+    """A recurring schedule's definition is refused at creation if a run of this client could
+    not launch it (another client's template, list or segment included)."""
+    serializer = CampaignDefinitionSerializer(data=definition, context={"client_id": client_id})
+    serializer.is_valid(raise_exception=True)
 
 
 def campaign_launch(*, definition: dict, client_id: int | None) -> Campaign | None:

@@ -48,7 +48,7 @@ def schedule_create_recurring(
     cron = timing.cron_validate(cron)
     timing.zone(timezone)
     try:
-        extensions.validate_definition(definition)
+        extensions.validate_definition(definition, client.pk if client else None)
     except ValidationError as exc:
         raise ValidationError({"definition": exc.detail}) from exc
     with transaction.atomic():
