@@ -16,7 +16,6 @@ import pytest
 import requests
 
 from bench.million_procs import dedicated_redis, wait_redis
-from clients.services import api_client_create
 from tests.support import processes
 from tests.support.ports import free_port
 from tests.support.waiting import wait_for
@@ -75,10 +74,10 @@ class OtpStream:
         self._thread.join(timeout=30)
 
 
-def test_worker_survives_redis_broker_restarts_under_load(broker, broker_port, process_env, otp_template,
-                                                         smtp_server, spawn, tmp_path):
+def test_worker_survives_redis_broker_restarts_under_load(broker, broker_port, process_env, api_key,
+                                                         otp_template, smtp_server, spawn, tmp_path):
     env = {**process_env, "CELERY_BROKER_URL": f"redis://127.0.0.1:{broker_port}/0"}
-    _, key = api_client_create(name="svc")
+    key = api_key  # the client that owns otp_template (templates belong to a client)
     port = free_port()
     spawn(processes.web_server(env, tmp_path, port))
     worker = spawn(processes.celery_worker("critical", env, tmp_path, concurrency=2))

@@ -13,7 +13,6 @@ from collections import Counter
 import pytest
 from kombu import Connection
 
-from clients.services import api_client_create
 from delivery.models import EmailMessage
 from tests.support import processes
 from tests.support.ports import free_port
@@ -47,9 +46,9 @@ def _wait_sent(message_id: int, timeout: float) -> bool:
 
 @pytest.mark.e2e
 @pytest.mark.xdist_group("amqp")  # one RabbitMQ vhost: these tests share a worker
-def test_critical_message_through_the_web_and_each_broker(broker_env, otp_template, smtp_server,
+def test_critical_message_through_the_web_and_each_broker(broker_env, api_key, otp_template, smtp_server,
                                                           spawn, tmp_path):
-    _, key = api_client_create(name="svc")
+    key = api_key  # the client that owns otp_template (templates belong to a client)
     port = free_port()
     spawn(processes.web_server(broker_env, tmp_path, port))
     worker = spawn(processes.celery_worker("critical", broker_env, tmp_path))
