@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from rest_framework import exceptions, serializers, status
-from rest_framework.generics import get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -18,7 +17,7 @@ from audience.services.contacts import (
     suppression_create,
     suppression_delete,
 )
-from clients.tenancy import owned
+from clients.tenancy import owned, owned_or_404
 
 PAGE_SIZE = 100
 
@@ -124,13 +123,18 @@ class SuppressionApi(APIView):
         """Suppress an address: it is never mailed again until removed."""
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        suppression, created = suppression_create(**serializer.validated_data)
+        suppression, created = suppression_create(**serializer.validated_data, client_id=request.user.pk)
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        if not owned(Suppression.objects.filter(pk=suppression.pk), request.user).exists():
+            # Suppressed already, by another client's mail or request: say so, show nothing of it.
+            return Response({"email": suppression.email, "reason": "", "source": "", "created_at": None},
+                            status=code)
         return Response(self.OutputSerializer(suppression).data, status=code)
 
     def get(self, request: Request) -> Response:
-        """Keyset pages by email: ?after=<last email of the previous page>&email=<exact>."""
-        queryset = Suppression.objects.order_by("email")
+        """The suppressions this client caused (all, with the admin scope), keyset pages by
+        email: ?after=<last email of the previous page>&email=<exact>."""
+        queryset = owned(Suppression.objects.order_by("email"), request.user)
         if request.query_params.get("email"):
             queryset = queryset.filter(email=request.query_params["email"].strip().lower())
         if request.query_params.get("after"):
@@ -144,12 +148,13 @@ class SuppressionDetailApi(APIView):
     required_scope = "campaigns"
     throttle_scope = "campaigns"
     def delete(self, request: Request, email: str) -> Response:
-        """Remove a suppression."""
-        if not suppression_delete(email=email):
+        """Remove a suppression this client caused (any, with the admin scope)."""
+        if not suppression_delete(email=email, client=request.user):
             raise exceptions.NotFound(f"{email} is not suppressed.")
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     def get(self, request: Request, email: str) -> Response:
-        """One suppression."""
-        suppression = get_object_or_404(Suppression, email=email.strip().lower())
+        """One suppression this client caused (any, with the admin scope)."""
+        suppression = owned_or_404(Suppression.objects.all(), request.user,
+                                   message=f"{email} is not suppressed.", email=email.strip().lower())
         return Response(SuppressionApi.OutputSerializer(suppression).data)

@@ -79,7 +79,10 @@ class Segment(models.Model):
 class Suppression(models.Model):
     """An address we must never mail again (until an operator removes it).
 
-    Platform-wide, owned by no client: every client sends from the same sender reputation.
+    Platform-wide: every client sends from the same sender reputation, so a suppression stops
+    mail from every client. `client` is the client whose mail or request caused it (None for
+    an operator's import): only that client (or the admin scope) lists it and may remove it,
+    so no client reads another's recipients or lifts a bounce another client's mail caused.
     """
 
     class Reason(models.TextChoices):
@@ -91,7 +94,13 @@ class Suppression(models.Model):
     email = models.EmailField(max_length=254, unique=True)
     reason = models.CharField(max_length=20, choices=Reason.choices, default=Reason.MANUAL)
     source = models.CharField(max_length=100, blank=True, default="")
+    client = models.ForeignKey("clients.ApiClient", null=True, blank=True, on_delete=models.SET_NULL,
+                               related_name="+", db_index=False)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        # A client's own suppressions, in the API's keyset order (email).
+        indexes = [models.Index(fields=["client", "email"], name="suppression_client_email_idx")]
 
     def __str__(self) -> str:
         return self.email

@@ -2,8 +2,9 @@
 
 Every API view reads client data through `owned(...)`: a client sees only its own rows, a
 client with the `admin` scope sees every row. A row of another client is then simply absent
-(`owned_or_404` answers 404, never 403), so its id leaks nothing. Suppressions are the one
-platform-wide table (one sender reputation) and are not filtered.
+(`owned_or_404` answers 404, never 403), so its id leaks nothing. Suppressions are
+platform-wide in effect (one sender reputation: a suppressed address is mailed by no client),
+but each records the client that caused it, and only that client lists or removes it.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from audience.models import Contact, ContactList, Segment
+from audience.models import Contact, ContactList, Segment, Suppression
 from campaigns.models import Campaign
 from clients.models import ApiClient
 from clients.services import api_client_create
@@ -37,8 +37,6 @@ NOT_TENANT_DATA = {
     "api/v1/redoc/": "the API description",
     "api/v1/providers": "platform: the configured ESPs",
     "api/v1/stats/overview": "platform: throughput, queues, workers, providers",
-    "api/v1/suppressions": "platform-wide suppressions: one sender reputation (decision 50)",
-    "api/v1/suppressions/<str:email>": "platform-wide suppressions: one sender reputation",
     "u/<str:token>/": "the signed unsubscribe link is the credential, no API key",
     "healthz": "liveness, no data",
     "admin/": "Django admin: staff only, sees every client's rows",
@@ -74,6 +72,7 @@ class Objects:
     campaign: Campaign
     schedule: Schedule
     message: EmailMessage
+    suppression: Suppression
 
 
 def _objects_of(owner: ApiClient) -> Objects:
@@ -92,7 +91,9 @@ def _objects_of(owner: ApiClient) -> Objects:
     message = factories.email_message(
         client=owner, version=version, recipient=contact.email, status=EmailMessage.Status.SCHEDULED,
         scheduled_for=timezone.now() + timedelta(days=1), cancel_key=f"{SECRET}-key")
-    return Objects(version.template, contact, contact_list, segment, campaign, schedule, message)
+    suppression = Suppression.objects.create(email=f"gone@{SECRET}.example", reason="complaint",
+                                             source=f"{SECRET}-source", client=owner)
+    return Objects(version.template, contact, contact_list, segment, campaign, schedule, message, suppression)
 
 
 def _routes(patterns: list, prefix: str = "") -> Iterator[tuple[str, URLPattern | URLResolver]]:
@@ -130,6 +131,7 @@ OBJECT_ROUTES: dict[str, Callable[[Objects], dict]] = {
     "api/v1/campaigns/<id:campaign_id>/cancel": lambda a: {"campaign_id": a.campaign.pk},
     "api/v1/campaigns/<id:campaign_id>/test": lambda a: {"campaign_id": a.campaign.pk},
     "api/v1/campaigns/<id:campaign_id>/stats": lambda a: {"campaign_id": a.campaign.pk},
+    "api/v1/suppressions/<str:email>": lambda a: {"email": a.suppression.email},
 }
 BODIES: dict[tuple[str, str], Callable[[Objects], dict]] = {
     ("api/v1/templates/<id:template_id>", "put"):
@@ -142,7 +144,7 @@ BODIES: dict[tuple[str, str], Callable[[Objects], dict]] = {
 
 def _url(route: str, kwargs: dict) -> str:
     for name, value in kwargs.items():
-        route = route.replace(f"<id:{name}>", str(value))
+        route = route.replace(f"<id:{name}>", str(value)).replace(f"<str:{name}>", str(value))
     assert "<" not in route, f"the walk cannot fill {route}"
     return "/" + route
 
@@ -181,6 +183,11 @@ def _collection_checks(a: Objects, b: Tenant) -> dict[tuple[str, str], Callable[
                               "cron": "0 9 * * *", "definition": definition}, format="json")
         assert response.status_code == 201 and response.json()["id"] != a.schedule.pk, response.content
 
+    def suppress_again() -> None:
+        """B may suppress an address A's mail already suppressed, and learns nothing of A's row."""
+        response = b.api.post("/api/v1/suppressions", {"email": a.suppression.email}, format="json")
+        assert response.status_code == 200 and SECRET not in response.json()["source"], response.content
+
     version = factories.template_version(client=b.client, name="b-own")
     return {
         ("api/v1/templates", "post"): created_own("/api/v1/templates", {
@@ -197,6 +204,7 @@ def _collection_checks(a: Objects, b: Tenant) -> dict[tuple[str, str], Callable[
             "recipients": {"type": "list", "list_id": a.contact_list.pk}}, "list_id"),
         ("api/v1/schedules", "post"): new_schedule,
         ("api/v1/schedules/cancel", "post"): cancel_by_key,
+        ("api/v1/suppressions", "post"): suppress_again,
     }
 
 
@@ -208,6 +216,7 @@ def _assert_a_untouched(a: Objects) -> None:
     assert Campaign.objects.get(pk=a.campaign.pk).status == Campaign.Status.SENDING
     assert Schedule.objects.get(pk=a.schedule.pk).status == Schedule.Status.ACTIVE
     assert EmailMessage.objects.get(pk=a.message.pk).status == EmailMessage.Status.SCHEDULED
+    assert Suppression.objects.get(pk=a.suppression.pk).client_id == a.template.client_id
     assert not EmailMessage.objects.filter(recipient="b@b.example").exists()  # no test send
 
 

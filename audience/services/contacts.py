@@ -14,6 +14,7 @@ from django.db import connection, transaction
 
 from audience.models import Contact, ContactList, Suppression
 from audience.validation import CONTACT_FIELDS, contact_row_clean
+from clients.tenancy import owned
 
 MAX_BULK = 10_000
 CONTACT_TABLE = Contact._meta.db_table
@@ -91,14 +92,19 @@ def contact_list_get_or_create(*, client_id: str, name: str) -> ContactList:
     return ContactList.objects.get_or_create(client_id=client_id, name=name)[0]
 
 
-def suppression_create(*, email: str, reason: str, source: str = "api") -> tuple[Suppression, bool]:
+def suppression_create(
+    *, email: str, reason: str, source: str = "api", client_id: str | None = None
+) -> tuple[Suppression, bool]:
+    """Suppress an address on behalf of `client_id` (who caused it); an existing row is kept."""
     return Suppression.objects.get_or_create(
-        email=email.strip().lower(), defaults={"reason": reason, "source": source}
+        email=email.strip().lower(), defaults={"reason": reason, "source": source, "client_id": client_id}
     )
 
 
-def suppression_delete(*, email: str) -> bool:
-    deleted, _ = Suppression.objects.filter(email=email.strip().lower()).delete()
+def suppression_delete(*, email: str, client: object) -> bool:
+    """Remove a suppression the client caused (any, with the admin scope)."""
+    rows = owned(Suppression.objects.filter(email=email.strip().lower()), client)
+    deleted, _ = rows.delete()
     return bool(deleted)
 
 

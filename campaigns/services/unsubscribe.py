@@ -70,9 +70,10 @@ def unsubscribe_token_read(token: str) -> UnsubscribeTarget | None:
 def contact_unsubscribe(*, contact_id: int) -> bool:
     """Idempotent: True when this call changed the contact."""
     changed = Contact.objects.filter(pk=contact_id, subscribed=True).update(subscribed=False)
-    email = Contact.objects.filter(pk=contact_id).values_list("email", flat=True).first()
-    if email:
+    contact = Contact.objects.filter(pk=contact_id).values("email", "client_id").first()
+    if contact:
         # An address already suppressed (a bounce, an earlier click) keeps its row and reason.
-        suppression_create(email=email, reason=Suppression.Reason.UNSUBSCRIBE, source="unsubscribe-link")
+        suppression_create(email=contact["email"], reason=Suppression.Reason.UNSUBSCRIBE,
+                           source="unsubscribe-link", client_id=contact["client_id"])
     ledger.contact_campaign_messages_suppress(contact_id=contact_id, error="unsubscribed")
     return bool(changed)

@@ -49,6 +49,7 @@ def suppression_reason(stored: StoredEvent) -> str | None:
 def suppressions_from_events(*, events: Iterable[StoredEvent]) -> int:
     """Suppress the recipient of every new hard bounce, complaint, unsubscribe or listed drop."""
     found: dict[str, tuple[str, str]] = {}
+    caused_by: dict[str, str | None] = {}
     soft: Counter[str] = Counter()
     for stored in events:
         address = _address(stored)
@@ -59,16 +60,19 @@ def suppressions_from_events(*, events: Iterable[StoredEvent]) -> int:
             event = stored.event
             source = f"{event.provider}:{event.event_type.value}:{event.provider_event_id}"
             found.setdefault(address, (reason, source[:100]))
+            caused_by.setdefault(address, stored.message.client_id if stored.message else None)
         elif stored.event.event_type is EventType.BOUNCED:
             soft[address] += 1
     for address in soft_bounces_count(counts=soft):
         found.setdefault(address, (Reason.HARD_BOUNCE, "soft-bounce-threshold"))
-    return suppressions_add(entries=found)
+    return suppressions_add(entries=found, caused_by=caused_by)
 
 
-def suppressions_add(*, entries: dict[str, tuple[str, str]]) -> int:
-    """{address: (reason, source)} -> Suppression rows (existing ones are left as they are)."""
-    rows = [Suppression(email=a, reason=r, source=s) for a, (r, s) in sorted(entries.items())]
+def suppressions_add(*, entries: dict[str, tuple[str, str]], caused_by: dict[str, str | None]) -> int:
+    """{address: (reason, source)} -> Suppression rows (existing ones are left as they are);
+    `caused_by` names the client whose message the event was about, who may list the row."""
+    rows = [Suppression(email=a, reason=r, source=s, client_id=caused_by.get(a))
+            for a, (r, s) in sorted(entries.items())]
     Suppression.objects.bulk_create(rows, ignore_conflicts=True)
     return len(rows)
 
