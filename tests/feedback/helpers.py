@@ -30,7 +30,8 @@ def sent_messages(count: int, *, campaign_obj: Campaign | None = None, status: s
     n = next(_ids)
     rows = [
         EmailMessage(
-            campaign=campaign_obj, recipient=f"{prefix}{n}-{i}@example.com", template_version=version,
+            campaign=campaign_obj, client=version.template.client,  # the sender, as in production
+            recipient=f"{prefix}{n}-{i}@example.com", template_version=version,
             priority=2, idempotency_key=f"fb:{n}:{i}", status=status, provider="sendgrid",
             provider_message_id=f"pm-{n}-{i}", sent_at=timezone.now(),
         )
