@@ -13,6 +13,7 @@ RUN useradd --system notifier && mkdir -p /var/lib/notifier && chown notifier /v
 USER notifier
 EXPOSE 8000
 # granian: HTTP is parsed in Rust on an event loop, so slow or idle connections hold no Python
-# thread (docs/decisions.md 45); 4 blocking threads per worker run the WSGI app.
+# thread (docs/decisions.md 45); 4 blocking threads per worker run the WSGI app. A worker that
+# has not stopped 10 s after SIGTERM is killed (granian waits forever by default).
 CMD ["granian", "--interface", "wsgi", "--host", "0.0.0.0", "--port", "8000", "--workers", "2", \
-     "--blocking-threads", "4", "--no-ws", "notifier.wsgi:application"]
+     "--blocking-threads", "4", "--no-ws", "--workers-kill-timeout", "10", "notifier.wsgi:application"]
