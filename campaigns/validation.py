@@ -18,7 +18,7 @@ from audience.segments import SegmentError, segment_compile
 from audience.validation import inline_contacts_clean
 from campaigns.campaign_schedule import campaign_schedule_clean
 from core.priorities import Priority
-from templates.services import template_version_get_current
+from templates.services import template_version_for_send
 
 MAX_METADATA_BYTES = 16 * 1024
 
@@ -33,10 +33,7 @@ class CampaignDefinitionSerializer(serializers.Serializer):
     metadata = serializers.DictField(required=False, default=dict)
 
     def validate_template_id(self, value: str):
-        version = template_version_get_current(client_id=self.context["client_id"], reference=value)
-        if version is None:
-            raise serializers.ValidationError(f"No active template {value!r}.")
-        return version
+        return template_version_for_send(client_id=self.context["client_id"], reference=value)
 
     def validate_schedule(self, value: dict) -> dict:
         return campaign_schedule_clean(value, now=timezone.now())

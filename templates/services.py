@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.db import transaction
+from rest_framework import serializers
 
 from clients.models import ApiClient
 from templates.models import Template, TemplateVersion
@@ -84,3 +85,11 @@ def template_version_get_current(*, client_id: str | None, reference: str | int)
         .order_by("-version")
         .first()
     )
+
+
+def template_version_for_send(*, client_id: str | None, reference: str | int) -> TemplateVersion:
+    """The version a send request names (`template` / `template_id`), or the 400 that names it."""
+    version = template_version_get_current(client_id=client_id, reference=reference)
+    if version is None:
+        raise serializers.ValidationError(f"No active template {reference!r}.")
+    return version

@@ -26,6 +26,7 @@ from delivery.models import EmailMessage
 from scheduling.models import Schedule
 from templates.models import Template
 from tests import factories
+from tests.support.migrations import latest_migrations, migrate_to
 
 SECRET = "a-secret"  # in every name and address of A's rows: B must never see it
 METHODS = ("get", "post", "put", "patch", "delete")
@@ -371,22 +372,9 @@ BEFORE_TENANCY = [("audience", "0002_tables_renamed"), ("templates", "0002_templ
                   ("campaigns", "0005_audience_models_moved")]
 
 
-def _migrate(targets: list[tuple[str, str]]):
-    from django.db import connection
-    from django.db.migrations.executor import MigrationExecutor
-
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
-
-
 @pytest.mark.django_db(transaction=True)
 def test_the_migrations_give_rows_without_an_owner_to_the_oldest_client():
-    from django.db import connection
-    from django.db.migrations.executor import MigrationExecutor
-
-    old = _migrate(BEFORE_TENANCY)
+    old = migrate_to(BEFORE_TENANCY)
     clients = old.get_model("clients", "ApiClient")
     first = clients.objects.create(id="aaaaaaaa.x", prefix="aaaaaaaa", hashed_key="x", name="first")
     later = clients.objects.create(id="bbbbbbbb.x", prefix="bbbbbbbb", hashed_key="x", name="later")
@@ -402,7 +390,7 @@ def test_the_migrations_give_rows_without_an_owner_to_the_oldest_client():
     orphan = campaign.objects.create(name="o", template_version=version,
                                      audience={"type": "list", "list_id": members.pk})
 
-    latest = _migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+    latest = migrate_to(latest_migrations())
 
     for model, pk in (("templates.Template", template.pk), ("audience.Contact", contact.pk),
                       ("audience.ContactList", members.pk), ("audience.Segment", segment.pk)):

@@ -17,7 +17,7 @@ from core.api.fields import ContextField, SafeEmailField, StrictInputMixin
 from core.priorities import Priority
 from delivery.models import EmailMessage
 from scheduling.inputs import ScheduleInputSerializer, schedule_resolve
-from templates.services import template_version_get_current
+from templates.services import template_version_for_send
 from transactional.services import message_create
 
 
@@ -35,10 +35,7 @@ class MessageCreateApi(APIView):
         schedule = ScheduleInputSerializer(required=False)
 
         def validate_template(self, value: str):
-            version = template_version_get_current(client_id=self.context["client_id"], reference=value)
-            if version is None:
-                raise serializers.ValidationError(f"No active template {value!r}.")
-            return version
+            return template_version_for_send(client_id=self.context["client_id"], reference=value)
 
         def validate(self, attrs: dict) -> dict:
             missing = sorted(set(attrs["template"].required_variables) - set(attrs["context"]))

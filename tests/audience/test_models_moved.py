@@ -4,27 +4,21 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
+
+from tests.support.migrations import latest_migrations, migrate_to
 
 BEFORE = [("campaigns", "0004_campaign_audience_size"), ("delivery", "0006_scheduled_messages_index")]
 
 
-def _migrate(targets: list[tuple[str, str]]):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
-
-
 @pytest.mark.django_db(transaction=True)
 def test_contacts_lists_and_suppressions_survive_the_move():
-    old = _migrate(BEFORE)
+    old = migrate_to(BEFORE)
     contact = old.get_model("campaigns", "Contact").objects.create(email="kept@example.com", name="Kept")
     members = old.get_model("campaigns", "ContactList").objects.create(name="kept-list")
     members.contacts.add(contact)
     old.get_model("campaigns", "Suppression").objects.create(email="gone@example.com", reason="complaint")
 
-    latest = _migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+    latest = migrate_to(latest_migrations())
 
     moved = latest.get_model("audience", "Contact").objects.get(email="kept@example.com")
     assert moved.name == "Kept" and moved.pk == contact.pk
