@@ -62,3 +62,22 @@ def ledger_counts(esps: dict, message_ids: list[int]) -> tuple[list[int], dict, 
     dups = {k: v for k, v in seen.items() if len(v) > 1}
     cross = {k: v for k, v in dups.items() if len(set(v)) > 1}
     return lost, dups, cross
+
+
+# Fake ESPs that record every request (tests/fakes), one per test.
+@pytest.fixture
+def sendgrid() -> Iterator[FakeSendGrid]:
+    with FakeSendGrid(record_requests=True) as fake:
+        yield fake
+
+
+@pytest.fixture
+def mailgun() -> Iterator[FakeMailgun]:
+    with FakeMailgun(record_requests=True) as fake:
+        yield fake
+
+
+@pytest.fixture
+def ses() -> Iterator[FakeSES]:
+    with FakeSES(record_requests=True) as fake:
+        yield fake

@@ -6,7 +6,6 @@ Each test counts what the fake's ledger accepted: lost and duplicate messages, b
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 
@@ -39,24 +38,6 @@ def _assert_exactly_once(ledger, emails) -> None:
     lost = [e.message_id for e in emails if str(e.message_id) not in got]
     dups = {k: len(v) for k, v in got.items() if len(v) > 1}
     assert (lost, dups) == ([], {})
-
-
-@pytest.fixture
-def sendgrid() -> Iterator[FakeSendGrid]:
-    with FakeSendGrid(record_requests=True) as fake:
-        yield fake
-
-
-@pytest.fixture
-def mailgun() -> Iterator[FakeMailgun]:
-    with FakeMailgun(record_requests=True) as fake:
-        yield fake
-
-
-@pytest.fixture
-def ses() -> Iterator[FakeSES]:
-    with FakeSES(record_requests=True) as fake:
-        yield fake
 
 
 def _sg(fake: FakeSendGrid, **kw) -> SendGridProvider:

@@ -7,7 +7,6 @@ record every request's size. Every test counts lost and duplicate messages by ou
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from email.headerregistry import HeaderRegistry
 
 import pytest
@@ -18,7 +17,6 @@ from delivery.providers.http import HttpSettings
 from delivery.providers.mailgun import MailgunProvider
 from delivery.providers.sendgrid import SendGridProvider
 from delivery.providers.ses import SesProvider, SesSettings
-from tests.fakes import FakeMailgun, FakeSendGrid, FakeSES
 from tests.fakes.mailgun import parse_form
 
 SENDER = '"Jürgen Groß, Ünïcode & Co." <news@bücher.example>'
@@ -44,24 +42,6 @@ def _mixed_batch() -> list[OutgoingEmail]:
 
 def _parsed_mailbox(value: str):
     return HeaderRegistry()("From", value).addresses[0]
-
-
-@pytest.fixture
-def sendgrid() -> Iterator[FakeSendGrid]:
-    with FakeSendGrid(record_requests=True) as fake:
-        yield fake
-
-
-@pytest.fixture
-def mailgun() -> Iterator[FakeMailgun]:
-    with FakeMailgun(record_requests=True) as fake:
-        yield fake
-
-
-@pytest.fixture
-def ses() -> Iterator[FakeSES]:
-    with FakeSES(record_requests=True) as fake:
-        yield fake
 
 
 def test_sendgrid_gets_name_and_email_and_punycode_recipients(sendgrid):
