@@ -17,7 +17,7 @@ from audience.services.contacts import (
     suppression_create,
     suppression_delete,
 )
-from clients.tenancy import owned, owned_or_404
+from clients.tenancy import client_is_admin, owned, owned_or_404
 
 PAGE_SIZE = 100
 
@@ -125,7 +125,7 @@ class SuppressionApi(APIView):
         serializer.is_valid(raise_exception=True)
         suppression, created = suppression_create(**serializer.validated_data, client_id=request.user.pk)
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
-        if not owned(Suppression.objects.filter(pk=suppression.pk), request.user).exists():
+        if suppression.client_id != request.user.pk and not client_is_admin(request.user):
             # Suppressed already, by another client's mail or request: say so, show nothing of it.
             return Response({"email": suppression.email, "reason": "", "source": "", "created_at": None},
                             status=code)
