@@ -132,6 +132,13 @@ def process_tree(process: ManagedProcess) -> list[psutil.Process]:
         return []
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """utime + stime of `pid` and its live descendants, from /proc through psutil (`ps` rounds
+    each process down to whole seconds)."""
+    root = psutil.Process(pid)
+    return sum(sum(proc.cpu_times()[:2]) for proc in [root, *root.children(recursive=True)])
+
+
 # --- figures ------------------------------------------------------------------------------------
 
 

@@ -20,13 +20,11 @@ import threading
 import time
 from pathlib import Path
 
-import psutil
 import requests
 
 from bench import harness
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-TICKS = os.sysconf("SC_CLK_TCK")
 APP = "notifier.wsgi:application"
 CANDIDATES = {
     "gunicorn-gthread-2x4": ["gunicorn", "notifier.wsgi", "--workers", "2", "--threads", "4",
@@ -39,15 +37,6 @@ CANDIDATES = {
 def _prepare() -> str:
     """Migrate, the bench-otp template, and an API key whose rate never throttles the run."""
     return harness.otp_api_key("bench-front", "--rate", "1000000/min")
-
-
-def _tree_cpu_seconds(pid: int) -> float:
-    """utime+stime of pid and its children, from /proc (ps rounds, and misses dead threads)."""
-    total = 0
-    for proc in [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]:
-        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of stat
-    return total / TICKS
 
 
 def _load(url: str, key: str, count: int, concurrency: int) -> float:
@@ -99,9 +88,9 @@ def _measure(name: str, key: str, port: int, count: int, concurrency: int) -> st
                     raise
                 time.sleep(0.2)
         _load(url, key, 100, concurrency)  # warm every worker and thread
-        cpu_before = _tree_cpu_seconds(server.pid)
+        cpu_before = harness.tree_cpu_seconds(server.pid)
         seconds = _load(url, key, count, concurrency)
-        cpu = _tree_cpu_seconds(server.pid) - cpu_before
+        cpu = harness.tree_cpu_seconds(server.pid) - cpu_before
         return (f"{name:22} {count / seconds:7.1f} req/s  {cpu * 1000 / count:5.2f} ms CPU/request "
                 f"(server tree), load avg {os.getloadavg()[0]:.2f}")
     finally:
