@@ -8,7 +8,9 @@ import random
 from celery import shared_task
 from django.conf import settings
 
+from core.priorities import Priority
 from delivery.services.dispatch import messages_enqueue
+from delivery.services.send_one import message_send_one
 from delivery.services.sending import BatchReport, message_batch_send
 
 logger = logging.getLogger(__name__)
@@ -50,7 +52,10 @@ def _follow_up(report: BatchReport, priority: int, attempt: int) -> None:
 @shared_task(name="delivery.send_batch", bind=True, ignore_result=True)
 def send_batch(self, message_ids: list[int], priority: int, attempt: int = 0) -> dict:
     """Send a batch; transient failures come back as a new task after a short backoff."""
-    report = message_batch_send(message_ids=message_ids, token=self.request.id)
+    if len(message_ids) == 1 and priority <= Priority.HIGH and settings.NOTIFIER_SEND_ONE_LEAN:
+        report = message_send_one(message_id=message_ids[0], token=self.request.id)
+    else:
+        report = message_batch_send(message_ids=message_ids, token=self.request.id)
     _follow_up(report, priority, attempt)
     return {"sent": report.sent, "failed": report.failed, "retry": len(report.retry_ids),
             "deferred": len(report.deferred_ids), "dead": report.dead_lettered}

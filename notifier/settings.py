@@ -156,6 +156,9 @@ NOTIFIER_REQUEUE_AFTER_SECONDS = env.int("NOTIFIER_REQUEUE_AFTER_SECONDS", defau
 # attempt rows) commit without waiting for the WAL flush; the hand-off mark always waits
 # (delivery/services/ledger.py `without_flush_wait`, docs/decisions.md 32).
 NOTIFIER_LEDGER_ASYNC_COMMIT = env.bool("NOTIFIER_LEDGER_ASYNC_COMMIT", default=True)
+# A P0/P1 task of one message takes the single-message path (delivery/services/send_one.py:
+# three statements instead of about eight, docs/decisions.md 54); false sends it as a batch.
+NOTIFIER_SEND_ONE_LEAN = env.bool("NOTIFIER_SEND_ONE_LEAN", default=True)
 MAIL_SINK_DIR = VAR_DIR / "mail"
 
 # --- Delivery: ESP providers (delivery/providers/) ----------------------------------------------
