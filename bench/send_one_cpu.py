@@ -13,8 +13,9 @@ database (the bench's own connection excluded), read from /proc through psutil, 
 time, the load average, and lost / duplicate counts (accepted attempts per message).
 
 Variants: batch = the batch path for a batch of one (NOTIFIER_SEND_ONE_LEAN=false), lean = the
-single-message path (delivery/services/send_one.py); a `+events` suffix turns Celery task
-events on (NOTIFIER_TASK_EVENTS=true, as in production for Flower).
+single-message path (delivery/services/send_one.py); `+events` turns Celery task events on
+(NOTIFIER_TASK_EVENTS and NOTIFIER_FAST_POOL_TASK_EVENTS, for Flower), `+tasklog` Celery's per-task INFO lines
+(NOTIFIER_LOG_EACH_TASK=true). Before issue 13: batch+events+tasklog.
 """
 
 from __future__ import annotations
@@ -35,12 +36,16 @@ import psutil
 from bench import harness
 from tests.support.ports import free_port
 
-VARIANTS = {
-    "batch": {"NOTIFIER_SEND_ONE_LEAN": "false", "NOTIFIER_TASK_EVENTS": "false"},
-    "lean": {"NOTIFIER_SEND_ONE_LEAN": "true", "NOTIFIER_TASK_EVENTS": "false"},
-    "batch+events": {"NOTIFIER_SEND_ONE_LEAN": "false", "NOTIFIER_TASK_EVENTS": "true"},
-    "lean+events": {"NOTIFIER_SEND_ONE_LEAN": "true", "NOTIFIER_TASK_EVENTS": "true"},
-}
+PATHS = {"batch": {"NOTIFIER_SEND_ONE_LEAN": "false"}, "lean": {"NOTIFIER_SEND_ONE_LEAN": "true"}}
+FLAGS = {"events": ("NOTIFIER_TASK_EVENTS", "NOTIFIER_FAST_POOL_TASK_EVENTS"),
+         "tasklog": ("NOTIFIER_LOG_EACH_TASK",)}
+
+
+def variant_env(variant: str) -> dict[str, str]:
+    """"lean+events" -> the single-message path with task events on, per-task log lines off."""
+    path, *flags = variant.split("+")
+    return {**PATHS[path], **{name: str(flag in flags).lower()
+                              for flag, names in FLAGS.items() for name in names}}
 
 
 def tree_cpu_with_children(pid: int) -> float:
@@ -129,7 +134,7 @@ def run_once(variant: str, args, version, client, logs: Path) -> dict[str, float
     env = harness.process_env(SMTP_PORT=str(port), NOTIFIER_PROVIDERS="smtp",
                               NOTIFIER_WORKER_P0_CONCURRENCY=str(args.concurrency),
                               NOTIFIER_WORKER_NAME=f"bench-critical-{uuid.uuid4().hex[:6]}@%h",
-                              **VARIANTS[variant])
+                              **variant_env(variant))
     worker = harness.worker("critical", env, logs).start()
     try:
         worker.wait_for_log("ready", timeout=60)
@@ -141,11 +146,13 @@ def run_once(variant: str, args, version, client, logs: Path) -> dict[str, float
         backends = database_backends()
         pg_before = backend_cpu(backends)
         worker_before = tree_cpu_with_children(worker.process.pid)
+        parent_before = sum(psutil.Process(worker.process.pid).cpu_times()[:2])
         started = time.perf_counter()
         publish(ids)
         done = wait_done(ids, args.timeout)
         wall = time.perf_counter() - started
         worker_cpu = tree_cpu_with_children(worker.process.pid) - worker_before
+        parent_cpu = sum(psutil.Process(worker.process.pid).cpu_times()[:2]) - parent_before
         backends |= database_backends()
         pg_after = backend_cpu(backends)
         pg_cpu = sum(pg_after[pid] - pg_before.get(pid, 0.0) for pid in pg_after)
@@ -155,8 +162,9 @@ def run_once(variant: str, args, version, client, logs: Path) -> dict[str, float
         sink.terminate()
         sink.wait(timeout=10)
     n = len(ids)
-    return {"worker_ms": worker_cpu / n * 1e3, "pg_ms": pg_cpu / n * 1e3, "per_s": done / wall,
-            "lost": lost, "dup": dup, "backends": len(backends)}
+    return {"worker_ms": worker_cpu / n * 1e3, "parent_ms": parent_cpu / n * 1e3,
+            "pg_ms": pg_cpu / n * 1e3, "per_s": done / wall, "lost": lost, "dup": dup,
+            "backends": len(backends)}
 
 
 def main() -> None:
@@ -188,7 +196,7 @@ def main() -> None:
             results[variant].append(figures)
             print(f"run={run + 1} variant={variant} messages={args.messages} "
                   f"worker_cpu_ms_per_msg={figures['worker_ms']:.2f} "
-                  f"pg_cpu_ms_per_msg={figures['pg_ms']:.2f} "
+                  f"(pool parent {figures['parent_ms']:.2f}) pg_cpu_ms_per_msg={figures['pg_ms']:.2f} "
                   f"per_s={figures['per_s']:.0f} lost={figures['lost']} dup={figures['dup']} "
                   f"backends={figures['backends']} load={' '.join(load)}", flush=True)
     for variant, runs in results.items():

@@ -22,6 +22,19 @@ from core.priorities import (
     pool_size,
 )
 
+# The P0/P1 pools send no Celery task events unless NOTIFIER_FAST_POOL_TASK_EVENTS=true: three
+# events per message were ~15% of the critical pool's CPU per OTP (docs/decisions.md 55). The
+# ledger, /metrics and `celery inspect` still see these pools; Flower shows their workers, not
+# their tasks (the Procfile's Flower no longer switches events on in every worker).
+FAST_ROLES = ("critical", "high")
+
+
+def worker_environment(role: str, environ: dict[str, str]) -> dict[str, str]:
+    """What this role's pool changes in its environment before Celery reads the settings."""
+    if role in FAST_ROLES and environ.get("NOTIFIER_FAST_POOL_TASK_EVENTS", "").lower() != "true":
+        return {"NOTIFIER_TASK_EVENTS": "false"}
+    return {}
+
 
 def _node_name(role: str) -> str:
     """`<role>@<host>`, or NOTIFIER_WORKER_NAME: two workers of one role on one host must differ
@@ -55,6 +68,7 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifier.settings")
     role = sys.argv[1]
     argv = worker_argv(role)
+    os.environ.update(worker_environment(role, dict(os.environ)))
     nice = 0 if role == "ops" else pool_nice(Priority.from_label(role))
     if nice > 0:
         os.nice(nice)  # inherited by the pool's children

@@ -299,6 +299,13 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("NOTIFIER_LOG_LEVEL", default="INFO")},
+    # Celery's two INFO lines per task ("received", "succeeded") cost the critical pool ~0.3 ms
+    # of CPU per message and say nothing the ledger does not (docs/decisions.md 55): off unless
+    # NOTIFIER_LOG_EACH_TASK; failures are still logged (ERROR).
+    "loggers": {
+        name: {"level": "INFO" if env.bool("NOTIFIER_LOG_EACH_TASK", default=False) else "WARNING"}
+        for name in ("celery.app.trace", "celery.worker.strategy")
+    },
 }
 
 # --- Feedback: ESP webhooks, status tracking, suppression, reputation, dashboard ---------------

@@ -1,5 +1,5 @@
 from core.priorities import POOLS, Priority, pool_size, queue_for
-from core.worker import worker_argv
+from core.worker import worker_argv, worker_environment
 
 
 def test_each_priority_has_its_own_queue_and_batch_size():
@@ -22,3 +22,10 @@ def test_pools_scale_down_for_small_machines_and_can_be_pinned(monkeypatch):
     monkeypatch.setenv("NOTIFIER_WORKER_P2_CONCURRENCY", "3")
     assert pool_size(Priority.NORMAL) == (3, 3)
     assert "--concurrency" in worker_argv("normal")
+
+
+def test_p0_and_p1_pools_send_no_task_events_unless_asked():
+    assert worker_environment("critical", {}) == {"NOTIFIER_TASK_EVENTS": "false"}
+    assert worker_environment("high", {"NOTIFIER_TASK_EVENTS": "true"}) == {"NOTIFIER_TASK_EVENTS": "false"}
+    assert worker_environment("critical", {"NOTIFIER_FAST_POOL_TASK_EVENTS": "true"}) == {}
+    assert worker_environment("normal", {}) == {}

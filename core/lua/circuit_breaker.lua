@@ -6,7 +6,8 @@
 --       hold_ms (failure only: a Retry-After; opens at once for that long),
 --       reason (open only: opens at once for the cooldown, e.g. a provider fault)
 -- Returns {decision_or_state, transition, wait_ms} where transition is "" or "<from> -> <to>"
--- and wait_ms (deny only) is how long until this worker may ask again.
+-- and wait_ms (deny only) is how long until this worker may ask again; an allow of a closed
+-- breaker adds its failure count.
 local key, events = KEYS[1], KEYS[2]
 local op, now = ARGV[1], tonumber(ARGV[2])
 local threshold, window, cooldown, probe = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -28,7 +29,8 @@ local function open_for(ms, reason)
 end
 
 if op == 'allow' then
-  if state == 'closed' then return {'allow', ''} end
+  -- Closed: also the failure count, so a caller that saw none may skip its success write.
+  if state == 'closed' then return {'allow', '', 0, tonumber(redis.call('HGET', key, 'failures') or '0')} end
   local open_until = tonumber(redis.call('HGET', key, 'until') or '0')
   if state == 'open' and now < open_until then
     return {'deny', '', open_until - now}
@@ -49,8 +51,11 @@ elseif op == 'failure' then
   if hold > 0 then return {'open', open_for(math.max(hold, 1), 'retry-after')} end
   if state == 'half_open' then return {'open', open_for(cooldown, 'probe failed')} end
   if state == 'open' then return {'open', ''} end
+  -- The window opens at the first failure counted (a success that found nothing to reset is
+  -- not written: delivery/services/circuit_breaker.py).
   local started = tonumber(redis.call('HGET', key, 'window_start') or '0')
-  if now - started > window then
+  local counted = tonumber(redis.call('HGET', key, 'failures') or '0')
+  if now - started > window or counted == 0 then
     redis.call('HSET', key, 'failures', 0, 'window_start', now)
   end
   local failures = redis.call('HINCRBY', key, 'failures', 1)

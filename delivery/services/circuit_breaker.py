@@ -73,26 +73,46 @@ def _run(provider: str, op: str, hold_seconds: float = 0.0, reason: str = "") ->
     return result
 
 
+# Breakers whose last check in this process found them closed with no failure counted. The
+# success recorded after that call would write what is already there (failures 0, closed), so
+# it is skipped: one Redis round trip less per provider call, ~0.12 ms of CPU per OTP
+# (docs/decisions.md 55). A failure recorded meanwhile by another worker is reset by the next
+# success whose check saw it. A hint per process, never shared: a lost entry costs one write.
+_clean: set[str] = set()
+
+
 def breaker_check(*, provider: str) -> tuple[Decision, float]:
     """May this worker call `provider` now? DENY means skip it (it is open or being probed);
     the float is then how many seconds until asking again makes sense."""
     result = _run(provider, "allow")
+    key = state_key(provider)
     if result is None:
+        _clean.discard(key)
         return Decision.ALLOW, 0.0
+    if result[0] == Decision.ALLOW and len(result) > 3 and result[3] == "0":
+        _clean.add(key)
+    else:
+        _clean.discard(key)
     wait = int(result[2]) / 1000 if len(result) > 2 else 0.0
     return Decision(result[0]), wait
 
 
 def breaker_record_success(*, provider: str) -> None:
+    key = state_key(provider)
+    if key in _clean:
+        _clean.discard(key)
+        return
     _run(provider, "success")
 
 
 def breaker_record_failure(*, provider: str, retry_after: float | None = None) -> None:
     """A call failed before acceptance (or timed out); `retry_after` opens it for that long."""
+    _clean.discard(state_key(provider))
     _run(provider, "failure", hold_seconds=retry_after or 0.0)
 
 
 def breaker_open(*, provider: str, reason: str) -> None:
     """Open now for the cooldown, whatever the failure count: the provider answers but is of no
     use (delivery/services/provider_faults.py). `reason` is kept in the transition list."""
+    _clean.discard(state_key(provider))
     _run(provider, "open", reason=reason[:200])

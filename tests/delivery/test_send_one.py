@@ -29,9 +29,10 @@ from tests.support import processes
 Status = EmailMessage.Status
 
 
-def _task(message_id: int, priority: int = 0, task_id: str | None = None) -> dict:
-    """The real Celery task, run in this process with `task_id` as its claim token."""
-    return send_batch.apply(args=([message_id], priority), task_id=task_id or uuid.uuid4().hex).get()
+def _task(message_id: int, priority: int = 0, task_id: str | None = None) -> dict[str, int]:
+    """The real Celery task, run in this process with `task_id` as its claim token: its summary."""
+    summary = send_batch.apply(args=([message_id], priority), task_id=task_id or uuid.uuid4().hex).get()
+    return {key: int(value) for key, _, value in (part.partition("=") for part in summary.split())}
 
 
 @pytest.mark.django_db
