@@ -15,7 +15,8 @@ time, the load average, and lost / duplicate counts (accepted attempts per messa
 Variants: batch = the batch path for a batch of one (NOTIFIER_SEND_ONE_LEAN=false), lean = the
 single-message path (delivery/services/send_one.py); `+events` turns Celery task events on
 (NOTIFIER_TASK_EVENTS and NOTIFIER_FAST_POOL_TASK_EVENTS, for Flower), `+tasklog` Celery's per-task INFO lines
-(NOTIFIER_LOG_EACH_TASK=true). Before issue 13: batch+events+tasklog.
+(NOTIFIER_LOG_EACH_TASK=true). `old` runs the pool from another checkout (`--old-tree DIR`),
+`tree:DIR` from DIR, each with that code's defaults: the A/B against the code before a change.
 """
 
 from __future__ import annotations
@@ -35,14 +36,32 @@ import psutil
 
 from bench import harness
 from tests.support.ports import free_port
+from tests.support.processes import ManagedProcess
 
 PATHS = {"batch": {"NOTIFIER_SEND_ONE_LEAN": "false"}, "lean": {"NOTIFIER_SEND_ONE_LEAN": "true"}}
 FLAGS = {"events": ("NOTIFIER_TASK_EVENTS", "NOTIFIER_FAST_POOL_TASK_EVENTS"),
          "tasklog": ("NOTIFIER_LOG_EACH_TASK",)}
 
 
+class TreeWorker(ManagedProcess):
+    """A critical pool started from another checkout of the code (`--old-tree`)."""
+
+    def __init__(self, tree: Path, env: dict[str, str], logs: Path):
+        super().__init__("worker-critical", [harness.PY, "-m", "core.worker", "critical"], env, logs)
+        self.tree = tree
+
+    def start(self) -> TreeWorker:
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child process owns it
+        self.process = subprocess.Popen(self.argv, cwd=self.tree, env=self.env, stdout=log,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+        return self
+
+
 def variant_env(variant: str) -> dict[str, str]:
-    """"lean+events" -> the single-message path with task events on, per-task log lines off."""
+    """"lean+events" -> the single-message path with task events on, per-task log lines off;
+    "old" -> the `--old-tree` checkout with that code's production defaults (events on)."""
+    if variant == "old" or variant.startswith("tree:"):
+        return {"NOTIFIER_TASK_EVENTS": "true"}
     path, *flags = variant.split("+")
     return {**PATHS[path], **{name: str(flag in flags).lower()
                               for flag, names in FLAGS.items() for name in names}}
@@ -135,7 +154,11 @@ def run_once(variant: str, args, version, client, logs: Path) -> dict[str, float
                               NOTIFIER_WORKER_P0_CONCURRENCY=str(args.concurrency),
                               NOTIFIER_WORKER_NAME=f"bench-critical-{uuid.uuid4().hex[:6]}@%h",
                               **variant_env(variant))
-    worker = harness.worker("critical", env, logs).start()
+    if variant == "old" or variant.startswith("tree:"):
+        tree = args.old_tree if variant == "old" else variant.removeprefix("tree:")
+        worker = TreeWorker(Path(tree), env, logs).start()
+    else:
+        worker = harness.worker("critical", env, logs).start()
     try:
         worker.wait_for_log("ready", timeout=60)
         tag = uuid.uuid4().hex[:8]
@@ -175,6 +198,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--variants", default="batch,lean")
     parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("--old-tree", default="", help="checkout the `old` variant runs, e.g. "
+                        "`git archive <commit> | tar -x -C /tmp/base`")
     args = parser.parse_args()
     harness.django_setup(own_redis_prefix=True)
     harness.ensure_database()

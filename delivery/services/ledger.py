@@ -8,16 +8,21 @@ RETURNING is used so a single round trip both changes and reports the rows.
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import chain
 
 from django.conf import settings
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, ProgrammingError, connection, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.signals import connection_created
 from django.db.models import F, Q, Value
 from django.db.models.functions import Greatest
+from django.dispatch import receiver
 from django.utils import timezone
+from psycopg2.errors import InvalidSqlStatementName
 
 from audience.models import Contact, Suppression
 from delivery.extensions import claim_guard_sql, requeue_guard_sql
@@ -383,7 +388,48 @@ def contact_campaign_messages_suppress(*, contact_id: int, error: str) -> int:
 
 # The single-message fast path (delivery/services/send_one.py, docs/decisions.md 54): the same
 # guarded moves as above, each folded with the reads or writes that always go with it for one
-# message, so an OTP costs three statements instead of about eight.
+# message, so an OTP costs three statements instead of about eight. They run as server-side
+# prepared statements: planning the claim (a join, a guard, two sub-selects) took ~0.15 ms of
+# PostgreSQL CPU per execution, more than running it.
+
+# Statements prepared on each connection (keyed by its Django wrapper: one per thread and
+# alias); a new connection starts with none.
+_prepared: dict[int, set[str]] = {}
+
+
+@receiver(connection_created, dispatch_uid="delivery-ledger-prepared-statements")
+def _forget_prepared(sender: object, connection: BaseDatabaseWrapper, **_: object) -> None:
+    _prepared.pop(id(connection), None)
+
+
+def _numbered(sql: str) -> str:
+    """psycopg2's `%s` placeholders as PREPARE's `$1, $2, ...`."""
+    parts = sql.split("%s")
+    return "".join(part + (f"${i}" if i < len(parts) else "") for i, part in enumerate(parts, 1))
+
+
+def _execute_prepared(cursor, name: str, sql: str, params: Sequence[object], *,
+                      flush_wait: bool) -> None:
+    """Run `sql` as a statement prepared once per connection (plain, inside a transaction:
+    a failed EXECUTE there would abort the caller's transaction, e.g. a test's)."""
+    if connection.in_atomic_block:
+        cursor.execute(sql if flush_wait else without_flush_wait(sql), params)
+        return
+    statement = f"{name}_{zlib.crc32(sql.encode()):08x}"
+    prepared = _prepared.setdefault(id(connections[DEFAULT_DB_ALIAS]), set())
+    call = f"EXECUTE {statement} ({_placeholders(params)})"
+    call = call if flush_wait else without_flush_wait(call)
+    if statement in prepared:
+        try:
+            cursor.execute(call, params)
+            return
+        except ProgrammingError as exc:
+            if not isinstance(exc.__cause__, InvalidSqlStatementName):
+                raise
+            prepared.discard(statement)  # dropped under us (DISCARD ALL): prepare it again
+    cursor.execute(f"PREPARE {statement} AS {_numbered(sql)}")
+    prepared.add(statement)
+    cursor.execute(call, params)
 
 
 @dataclass(frozen=True)
@@ -421,7 +467,7 @@ def message_claim_for_send(*, message_id: int, token: str) -> ClaimedMessage | N
     )
     params = [Status.SENDING, token, timezone.now(), message_id, Status.QUEUED, Status.SENDING, token]
     with connection.cursor() as cursor:
-        cursor.execute(without_flush_wait(sql), params)
+        _execute_prepared(cursor, "send_one_claim", sql, params, flush_wait=False)
         row = cursor.fetchone()
     if row is None:
         return None
@@ -447,5 +493,18 @@ def message_mark_sent_with_attempt(
     params = [message_id, provider, DeliveryAttempt.Outcome.ACCEPTED.value, response_code, duration_ms, now,
               Status.SENT, now, provider, provider_message_id, message_id, Status.SENDING, token]
     with connection.cursor() as cursor:
-        cursor.execute(without_flush_wait(sql), params)
+        _execute_prepared(cursor, "send_one_sent", sql, params, flush_wait=False)
+        return cursor.fetchone() is not None
+
+
+def message_mark_started(*, message_id: int, token: str) -> bool:
+    """`messages_mark_started` for one row: the hand-off mark, committed synchronously (the one
+    write exactly-once rests on: decisions 31-32); True if this task may send it."""
+    sql = (
+        f"UPDATE {TABLE} SET send_started_at = %s WHERE id = %s AND status = %s "
+        f"AND claim_token = %s AND send_started_at IS NULL RETURNING id"
+    )
+    with connection.cursor() as cursor:
+        _execute_prepared(cursor, "send_one_started", sql,
+                          [timezone.now(), message_id, Status.SENDING, token], flush_wait=True)
         return cursor.fetchone() is not None

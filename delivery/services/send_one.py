@@ -63,7 +63,7 @@ def message_send_one(*, message_id: int, token: str) -> BatchReport:
     if not _sendable(claimed, token, report):
         return report
     email = _render(claimed, token, report)
-    if email is None or not ledger.messages_mark_started(message_ids=[claimed.id], token=token):
+    if email is None or not ledger.message_mark_started(message_id=claimed.id, token=token):
         return report
     _send(email, claimed.attempts, token, report)
     return report
