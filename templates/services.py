@@ -114,8 +114,6 @@ def template_version_for_send(*, client_id: str | None, reference: str | int) ->
 # --- the per-process cache of current versions ---------------------------------------------------
 
 _GENERATION = ("templates", "generation")
-
-
 # A bump lost to a Redis outage is made good after this long.
 _MAX_AGE_SECONDS = 60.0
 
