@@ -1,4 +1,4 @@
-"""POST /api/v1/messages latency through gunicorn (target: p99 < 100 ms).
+"""POST /api/v1/messages latency through the Procfile's web server, granian (target: p99 < 100 ms).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/notifier_bench REDIS_URL=redis://127.0.0.1:6379/9 \
         .venv/bin/python bench/api_latency.py --requests 1000 --runs 3

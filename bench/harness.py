@@ -90,10 +90,12 @@ def log_dir(path: Path) -> Path:
 
 
 def web(env: dict[str, str], logs: Path, port: int, workers: int = 2) -> ManagedProcess:
-    """The Procfile's web process: gunicorn, `workers` x 4 threads. No control socket: its
-    default path is one per user, shared with every other gunicorn on the machine."""
-    argv = [PY, "-m", "gunicorn", "notifier.wsgi", "--bind", f"127.0.0.1:{port}", "--workers",
-            str(workers), "--threads", "4", "--no-control-socket"]
+    """The Procfile's web process: granian (WSGI), `workers` x 4 blocking threads, with the
+    Procfile's arguments."""
+    granian = str(Path(PY).parent / "granian")
+    argv = [granian, "--interface", "wsgi", "--host", "127.0.0.1", "--port", str(port),
+            "--workers", str(workers), "--blocking-threads", "4", "--no-ws",
+            "--workers-kill-timeout", "10", "--access-log", "notifier.wsgi:application"]
     return ManagedProcess("web", argv, env, logs)
 
 
@@ -111,8 +113,8 @@ def scheduler(env: dict[str, str], logs: Path, interval: float | None = None) ->
 
 
 def wait_http(url: str, timeout: float = 30.0) -> None:
-    """Until `url` answers (any status). Gunicorn accepts connections before its workers have
-    imported Django: a read timeout means "not yet", like a refused connection."""
+    """Until `url` answers (any status). The server may accept connections before its workers
+    have imported Django: a read timeout means "not yet", like a refused connection."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:

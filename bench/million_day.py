@@ -203,7 +203,7 @@ def _run(config: Config, base_env: dict[str, str], state: dict, out: Path) -> di
     state["procs"] = procs
     for proc in procs.values():
         proc.start()
-    procs["web"].wait_for_log("Booting worker", timeout=60)
+    harness.wait_http(f"http://127.0.0.1:{config.web_port}/healthz", timeout=60)
     for name, proc in procs.items():
         if name not in ("web", "scheduler"):
             proc.wait_for_log("ready.", timeout=60)

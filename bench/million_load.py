@@ -1,4 +1,4 @@
-"""Load of the million-email day, all through the public HTTP API of the gunicorn process:
+"""Load of the million-email day, all through the public HTTP API of the web process (granian):
 steady P0/P1 streams, scheduled P3 messages, and the P2 campaign launch."""
 
 from __future__ import annotations

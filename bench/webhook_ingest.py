@@ -3,7 +3,7 @@
     DATABASE_URL=postgres://... REDIS_URL=redis://... python bench/webhook_ingest.py \
         [--events 100000] [--batch 1000] [--provider sendgrid|mailgun] [--clients 4]
 
-Starts gunicorn (the web process of the Procfile) and the ops worker (which consumes the
+Starts granian (the web process of the Procfile) and the ops worker (which consumes the
 `email-webhook` queue), creates sent messages to report on, then POSTs signed webhooks over HTTP
 (SendGrid: JSON arrays of `--batch` events, as SendGrid batches them; Mailgun: one event per
 request, as Mailgun sends them) and waits until every stored delivery is processed. Prints

@@ -2,6 +2,8 @@
 
 The key is looked up by its public prefix and checked against the stored SHA-512 hash with a
 constant-time compare (djangorestframework-api-key); revoked and expired keys are refused (401).
+A verified key is remembered for a few seconds (clients/key_cache.py); expiry is checked on
+every request.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
+from clients.key_cache import client_for_key
 from clients.models import ApiClient
 from clients.services import api_client_touch
 
@@ -25,7 +28,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
             return None
         key = key.strip()
         try:
-            client = ApiClient.objects.get_from_key(key)
+            client = client_for_key(key)
         except ApiClient.DoesNotExist:
             raise exceptions.AuthenticationFailed("Invalid API key.") from None
         # get_from_key already checked the hash; it does not check expiry (is_valid on the

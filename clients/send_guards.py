@@ -4,13 +4,19 @@ The client is the tenant, so "this client may not send now" is a fact about the 
 rule that decides it lives above (feedback's reputation guard holds a client whose bounce or
 complaint rate is too high). It registers a guard from its `AppConfig.ready()`; the send APIs
 (messages, campaigns) list `MaySend` in their permissions and never import feedback.
+
+A client's verdict is remembered by this process for NOTIFIER_SEND_GUARD_CACHE_SECONDS
+(decision 53): a new hold or a release reaches every process within those seconds, and the
+process that records it at once (the guard's owner calls `send_refusal_forget`).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from django.conf import settings
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.views import APIView
@@ -32,13 +38,35 @@ def register_send_guard(guard: SendGuard) -> None:
         _guards.append(guard)
 
 
-def send_refusal(client_id: int) -> Refusal | None:
-    """The first registered guard's refusal for this client, or None when it may send."""
+# client id -> (refusal or None, monotonic time it was decided)
+_verdicts: dict[int | str, tuple[Refusal | None, float]] = {}
+
+
+def send_refusal_forget(client_id: int | str | None = None) -> None:
+    """Forget this process's verdict on one client (all clients when None)."""
+    if client_id is None:
+        _verdicts.clear()
+    else:
+        _verdicts.pop(str(client_id), None)
+
+
+def _decide(client_id: int | str) -> Refusal | None:
     for guard in _guards:
         refusal = guard(client_id)
         if refusal is not None:
             return refusal
     return None
+
+
+def send_refusal(client_id: int | str) -> Refusal | None:
+    """The first registered guard's refusal for this client, or None when it may send."""
+    now = time.monotonic()
+    cached = _verdicts.get(str(client_id))
+    if cached is not None and now - cached[1] < settings.NOTIFIER_SEND_GUARD_CACHE_SECONDS:
+        return cached[0]
+    refusal = _decide(client_id)
+    _verdicts[str(client_id)] = (refusal, now)
+    return refusal
 
 
 class MaySend(BasePermission):

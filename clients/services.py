@@ -7,6 +7,7 @@ from datetime import timedelta
 from django.db.models import Q
 from django.utils import timezone
 
+from clients.key_cache import api_key_cache_forget
 from clients.models import ApiClient
 from clients.rates import parse_rate
 from clients.scopes import default_scopes, parse_scopes
@@ -33,6 +34,7 @@ def api_client_create(
 def api_client_revoke(*, client: ApiClient) -> None:
     """Revoke for good (djangorestframework-api-key refuses to un-revoke)."""
     ApiClient.objects.filter(pk=client.pk).update(revoked=True)
+    api_key_cache_forget(client.pk)  # other processes: within NOTIFIER_API_KEY_CACHE_SECONDS
 
 
 def api_client_touch(*, client: ApiClient) -> bool:

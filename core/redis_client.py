@@ -11,6 +11,10 @@ a new family is added here in the same commit.
                                                         (clients/idempotency.py)
     notifier:throttle:<client prefix>:<class>           ZSET of hits, score = microseconds: the
                                                         per-client API throttle (clients/throttling.py)
+    Templates
+    notifier:templates:generation                       integer, INCR on every template change:
+                                                        each web process's cached current
+                                                        versions (templates/services.py)
     Delivery
     notifier:ratelimit:provider:<name>                  hash tokens, ts: provider token bucket
     notifier:ratelimit:domain:<domain>                  hash tokens, ts: recipient-domain bucket

@@ -7,7 +7,14 @@ class FeedbackConfig(AppConfig):
 
     def ready(self) -> None:
         """A client the reputation guard holds may not start new sends (clients/send_guards.py)."""
+        from django.db.models.signals import post_delete, post_save
+
         from clients.send_guards import register_send_guard
-        from feedback.permissions import reputation_hold_refusal
+        from feedback.models import ReputationHold
+        from feedback.permissions import forget_client_verdict, reputation_hold_refusal
 
         register_send_guard(reputation_hold_refusal)
+        # A hold placed or released here is seen by this process's next request at once (others:
+        # within NOTIFIER_SEND_GUARD_CACHE_SECONDS, decision 53).
+        post_save.connect(forget_client_verdict, sender=ReputationHold)
+        post_delete.connect(forget_client_verdict, sender=ReputationHold)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from clients.send_guards import Refusal
+from clients.send_guards import Refusal, send_refusal_forget
+from feedback.models import ReputationHold
 from feedback.services.reputation import client_on_hold
 
 HOLD_REFUSAL = Refusal(
@@ -14,3 +15,9 @@ HOLD_REFUSAL = Refusal(
 
 def reputation_hold_refusal(client_id: int) -> Refusal | None:
     return HOLD_REFUSAL if client_on_hold(client_id=str(client_id)) else None
+
+
+def forget_client_verdict(sender: type, instance: ReputationHold, **kwargs: object) -> None:
+    """post_save/post_delete receiver: the held (or released) client is judged again."""
+    if instance.client_id is not None:
+        send_refusal_forget(instance.client_id)

@@ -8,7 +8,7 @@ from celery import Celery
 from celery.signals import task_postrun, task_prerun
 from kombu import Queue
 
-from core.broker_compat import harden_redis_channel
+from core.broker_compat import harden_redis_channel, reuse_redis_publish_client
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifier.settings")
 
@@ -24,6 +24,7 @@ def _declare_queues() -> None:
 
 _declare_queues()
 harden_redis_channel()
+reuse_redis_publish_client()
 
 # Celery's Django fixup closes every database connection before and after each task unless
 # CELERY_DB_REUSE_MAX is set, so each task paid a new PostgreSQL backend (a fork, auth, Django's

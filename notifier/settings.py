@@ -244,6 +244,10 @@ NOTIFIER_API_DEFAULT_RATE = env.str("NOTIFIER_API_DEFAULT_RATE", default="600/mi
 NOTIFIER_API_RATES = env.dict("NOTIFIER_API_RATES", default={})
 # How long an Idempotency-Key's stored response is replayed (clients/idempotency.py).
 NOTIFIER_IDEMPOTENCY_TTL_SECONDS = env.int("NOTIFIER_IDEMPOTENCY_TTL_SECONDS", default=24 * 3600)
+# How long a web process trusts what it read (decision 53): a verified API key (a revocation
+# reaches every process within this), a send guard's verdict (a reputation hold or release).
+NOTIFIER_API_KEY_CACHE_SECONDS = env.float("NOTIFIER_API_KEY_CACHE_SECONDS", default=5.0)
+NOTIFIER_SEND_GUARD_CACHE_SECONDS = env.float("NOTIFIER_SEND_GUARD_CACHE_SECONDS", default=5.0)
 API_KEY_CUSTOM_HEADER = None
 SPECTACULAR_SETTINGS = {
     "TITLE": "notifier API",
@@ -299,7 +303,7 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("NOTIFIER_LOG_LEVEL", default="INFO")},
-    # Celery's two INFO lines per task ("received", "succeeded") cost the critical pool ~0.3 ms
+    # Celery's two INFO lines per task ("received", "succeeded") cost the critical pool ~1 ms
     # of CPU per message and say nothing the ledger does not (docs/decisions.md 55): off unless
     # NOTIFIER_LOG_EACH_TASK; failures are still logged (ERROR).
     "loggers": {

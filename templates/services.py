@@ -1,15 +1,30 @@
-"""Writes and reads on templates. Versions are immutable: an edit adds version N+1."""
+"""Writes and reads on templates. Versions are immutable: an edit adds version N+1.
+
+The version a send names (template_version_for_send) is cached per process (decision 53) under
+a generation counter in Redis: every change to a template or a version (these services, the
+admin, any model save or delete) bumps it once it commits, and each lookup reads it (one GET),
+so a publish is seen by every process's next request; the changing process drops its own cache
+at once. Without Redis the lookup goes to the database.
+
+    notifier:templates:generation      integer, INCR on every template change
+"""
 
 from __future__ import annotations
 
+import logging
+import time
+
+import redis
 from django.db import transaction
 from rest_framework import serializers
 
 from clients.models import ApiClient
+from core.redis_client import get_redis, redis_key
 from templates.models import Template, TemplateVersion
 from templates.rendering import TemplateError, required_variables
 
 Variants = dict[str, dict[str, str]]
+logger = logging.getLogger(__name__)
 
 
 def _variables_of(locale: str, content: dict[str, str]) -> list[str]:
@@ -63,6 +78,7 @@ def template_update(*, template: Template, subject: str, html_body: str, text_bo
 def template_deactivate(*, template: Template) -> None:
     """Soft delete: messages and campaigns keep the versions they pinned."""
     Template.objects.filter(pk=template.pk).update(is_active=False)
+    templates_changed()  # an update() sends no post_save
 
 
 def template_version_get_current(*, client_id: str | None, reference: str | int) -> TemplateVersion | None:
@@ -89,7 +105,73 @@ def template_version_get_current(*, client_id: str | None, reference: str | int)
 
 def template_version_for_send(*, client_id: str | None, reference: str | int) -> TemplateVersion:
     """The version a send request names (`template` / `template_id`), or the 400 that names it."""
-    version = template_version_get_current(client_id=client_id, reference=reference)
+    version = _current_version_cached(client_id=client_id, reference=reference)
     if version is None:
         raise serializers.ValidationError(f"No active template {reference!r}.")
     return version
+
+
+# --- the per-process cache of current versions ---------------------------------------------------
+
+_GENERATION = ("templates", "generation")
+# A bump lost to a Redis outage is made good after this long.
+_MAX_AGE_SECONDS = 60.0
+
+
+class _Cache:
+    """Current versions read under one generation of the Redis counter."""
+
+    def __init__(self, generation: bytes | object | None) -> None:
+        self.generation = generation
+        self.born = time.monotonic()
+        self.versions: dict[tuple[str, str], TemplateVersion] = {}
+
+    def serves(self, generation: bytes | None) -> bool:
+        return self.generation == generation and time.monotonic() - self.born < _MAX_AGE_SECONDS
+
+
+_UNSEEN = object()
+_current = _Cache(_UNSEEN)
+
+
+def _current_version_cached(*, client_id: str | None, reference: str | int) -> TemplateVersion | None:
+    """template_version_get_current through the cache. A lookup stores into the cache object it
+    started with: when another thread has meanwhile replaced it (a newer generation), the store
+    lands in the discarded one, so a version read before a change is never kept after it."""
+    global _current
+    try:
+        generation = get_redis().get(redis_key(*_GENERATION))
+    except redis.RedisError as exc:
+        logger.warning("template cache unavailable: %s", exc)
+        return template_version_get_current(client_id=client_id, reference=reference)
+    cache = _current
+    if not cache.serves(generation):
+        cache = _current = _Cache(generation)
+    key = (str(client_id), str(reference))
+    version = cache.versions.get(key)
+    if version is None:
+        version = template_version_get_current(client_id=client_id, reference=reference)
+        if version is not None:  # a miss is a 400, not worth remembering
+            cache.versions[key] = version
+    return version
+
+
+def templates_changed() -> None:
+    """A template or version changed: this process forgets its cache now, every process once the
+    change commits (a process reading in between may cache the old row: the bump clears it)."""
+    global _current
+    _current = _Cache(_UNSEEN)
+    transaction.on_commit(_bump_generation)
+
+
+def _bump_generation() -> None:
+    try:
+        get_redis().incr(redis_key(*_GENERATION))
+    except redis.RedisError as exc:
+        # Other processes keep the old version for up to _MAX_AGE_SECONDS.
+        logger.error("could not announce a template change: %s", exc)
+
+
+def forget_changed_template(sender: type, **kwargs: object) -> None:
+    """post_save/post_delete receiver for Template and TemplateVersion."""
+    templates_changed()

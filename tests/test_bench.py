@@ -94,3 +94,39 @@ def test_contacts_insert_spreads_zones_and_sets_attributes(db):
     assert [(c.email, c.timezone, c.attributes) for c in contacts] == [
         ("ci-1@example.com", "Asia/Tokyo", {"bench": "7"}), ("ci-2@example.com", "UTC", {"bench": "7"}),
         ("ci-3@example.com", "Asia/Tokyo", {"bench": "7"}), ("ci-4@example.com", "UTC", {"bench": "7"})]
+
+
+class _OneAtATime(BaseHTTPRequestHandler):
+    """An API that accepts one request at a time, each in 50 ms: 20 requests/s at most."""
+
+    accepted = itertools.count(1)
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        time.sleep(0.05)
+        body = f'{{"id": {next(self.accepted)}, "status": "QUEUED"}}'.encode()
+        self.send_response(202)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_open_loop_latency_counts_from_the_intended_send_time():
+    """40 requests offered at 40/s to a server that serves 20/s: the last ones wait ~1 s in
+    line, and that wait is in their latency (a closed loop would report ~50 ms)."""
+    from http.server import HTTPServer
+
+    from bench.api_load import open_loop
+
+    server = HTTPServer(("127.0.0.1", 0), _OneAtATime)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        outcome = open_loop(server.server_port, "key", rate=40, seconds=1, connections=8)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(outcome.accepted) == 40 and not outcome.errors
+    assert harness.percentile(outcome.latencies_ms, 0.99) > 800

@@ -4,19 +4,26 @@ The unique idempotency key makes the insert itself the duplicate check: a repeat
 same key returns the first message and enqueues nothing. A suppressed recipient is recorded as
 SUPPRESSED and never enqueued. The task is published only after the row commits, so a worker can
 never look for a row that is not there yet.
+
+The insert is one statement (decision 52): `INSERT .. ON CONFLICT (idempotency_key) DO NOTHING
+RETURNING`, with the suppression check inside it (a CASE on EXISTS), so a request without a key
+costs one round trip and no lookup, and a request whose key exists costs one more (the replay).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 
-from django.db import IntegrityError, transaction
+from django.db import connection, transaction
+from django.utils import timezone
 from rest_framework import exceptions, status
 
-from audience.selectors import email_is_suppressed
+from audience.selectors import email_is_suppressed_sql
 from clients.models import ApiClient
 from core.priorities import Priority
 from delivery.models import EmailMessage
@@ -76,10 +83,47 @@ def _replay(key: str, request: dict) -> MessageCreated:
     return MessageCreated(existing, replayed=True)
 
 
-def _initial_status(suppressed: bool, scheduled_for: datetime | None) -> str:
-    if suppressed:
-        return Status.SUPPRESSED
-    return Status.SCHEDULED if scheduled_for is not None else Status.QUEUED
+# The columns a create sets; every other NOT NULL column takes its model default.
+_GIVEN = ("client", "recipient", "context", "template_version", "priority", "idempotency_key",
+          "scheduled_for", "cancel_key", "created_at")
+
+
+@cache
+def _insert_statement() -> tuple[str, tuple[object, ...]]:
+    """The INSERT (built once from the model) and the constant defaults it ends with."""
+    meta = EmailMessage._meta
+    defaulted = [field for field in meta.concrete_fields if not field.primary_key and not field.null
+                 and field.name not in {*_GIVEN, "status", "error"}]
+    columns = [meta.get_field(name).column for name in _GIVEN]
+    columns += ["status", "error", *(field.column for field in defaulted)]
+    suppressed = email_is_suppressed_sql()
+    placeholders = ["%s"] * len(_GIVEN)
+    placeholders[_GIVEN.index("context")] = "%s::jsonb"
+    placeholders += [f"CASE WHEN {suppressed} THEN %s ELSE %s END",
+                     f"CASE WHEN {suppressed} THEN %s ELSE '' END", *(["%s"] * len(defaulted))]
+    sql = (f"INSERT INTO {meta.db_table} ({', '.join(columns)}) VALUES ({', '.join(placeholders)}) "
+           "ON CONFLICT (idempotency_key) DO NOTHING RETURNING id, status, error")
+    defaults = tuple(field.get_db_prep_save(field.get_default(), connection) for field in defaulted)
+    return sql, defaults
+
+
+def _insert(message: EmailMessage) -> bool:
+    """Insert `message` (SUPPRESSED instead of its status when the recipient is suppressed);
+    False when its idempotency key already exists. Sets its id, status and error."""
+    sql, defaults = _insert_statement()
+    email = message.recipient.lower()
+    params = [message.client_id, message.recipient, json.dumps(message.context),
+              message.template_version_id, int(message.priority), message.idempotency_key,
+              message.scheduled_for, message.cancel_key, message.created_at,
+              email, Status.SUPPRESSED, message.status, email, "suppressed", *defaults]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    message.id, message.status, message.error = row
+    message._state.adding = False
+    return True
 
 
 def message_create(
@@ -95,32 +139,20 @@ def message_create(
 ) -> MessageCreated:
     """Record one message; publish it now, or (scheduled_for) leave it SCHEDULED in the due set."""
     key = client_idempotency_key(client, idempotency_key)
-    # What a retry must repeat; `scheduled_for` itself moves with the clock for a delayed send.
-    request = {"recipient": recipient, "template_id": template_version.template_id,
-               "context": context, "priority": int(priority),
-               "scheduled": scheduled_for is not None, "cancel_key": cancel_key}
-    if EmailMessage.objects.filter(idempotency_key=key).exists():
-        return _replay(key, request)
-    suppressed = email_is_suppressed(email=recipient)
-    try:
-        with transaction.atomic():
-            message = EmailMessage.objects.create(
-                client=client,
-                recipient=recipient,
-                template_version=template_version,
-                context=context,
-                priority=priority,
-                idempotency_key=key,
-                status=_initial_status(suppressed, scheduled_for),
-                error="suppressed" if suppressed else "",
-                scheduled_for=scheduled_for,
-                cancel_key=cancel_key,
-            )
-            if message.status == Status.SCHEDULED:
-                transaction.on_commit(lambda: _schedule_after_commit(message.id, scheduled_for))
-            elif message.status == Status.QUEUED:
-                transaction.on_commit(lambda: _enqueue_after_commit(message.id, priority))
-    except IntegrityError:
-        # A concurrent call with the same key won the insert.
-        return _replay(key, request)
+    message = EmailMessage(
+        client=client, recipient=recipient, template_version=template_version, context=context,
+        priority=priority, idempotency_key=key, cancel_key=cancel_key, scheduled_for=scheduled_for,
+        status=Status.SCHEDULED if scheduled_for is not None else Status.QUEUED,
+        created_at=timezone.now(),
+    )
+    if not _insert(message):
+        # What a retry must repeat; `scheduled_for` itself moves with the clock for a delayed send.
+        return _replay(key, {"recipient": recipient, "template_id": template_version.template_id,
+                             "context": context, "priority": int(priority),
+                             "scheduled": scheduled_for is not None, "cancel_key": cancel_key})
+    # Outside a transaction these run at once (the row is committed); inside one, after it commits.
+    if message.status == Status.SCHEDULED:
+        transaction.on_commit(lambda: _schedule_after_commit(message.id, scheduled_for))
+    elif message.status == Status.QUEUED:
+        transaction.on_commit(lambda: _enqueue_after_commit(message.id, priority))
     return MessageCreated(message, replayed=False)
