@@ -33,26 +33,31 @@ harness.django_setup()
 from delivery.providers.base import Outcome, OutgoingEmail  # noqa: E402
 from delivery.providers.http import HttpSettings  # noqa: E402
 
+_PARAGRAPH = "This week in the project: releases, fixes and the talks you missed. "
 
-def _emails(n: int, shape: str) -> list[OutgoingEmail]:
+
+def _emails(n: int, shape: str, filler: int) -> list[OutgoingEmail]:
     if shape == "slots":
-        return _slot_emails(n)
+        return _slot_emails(n, filler)
+    more = _PARAGRAPH * filler
     return [
         OutgoingEmail(
             message_id=i, recipient=f"user{i}@example.com", from_email="news@example.org",
-            subject=f"Your weekly digest, reader {i}", text=f"Hello reader {i}, here is your digest.",
-            html=f"<p>Hello <b>reader {i}</b>, here is your digest.</p>",
+            subject=f"Your weekly digest, reader {i}", text=f"Hello reader {i}, here is your digest.{more}",
+            html=f"<p>Hello <b>reader {i}</b>, here is your digest.{more}</p>",
             headers={"List-Unsubscribe": f"<https://example.org/u/{i}>"}, priority=3,
         )
         for i in range(1, n + 1)
     ]
 
 
-def _slot_emails(n: int) -> list[OutgoingEmail]:
+def _slot_emails(n: int, filler: int) -> list[OutgoingEmail]:
     from templates.rendering import compile_version_slots, render_slots
 
-    slots = compile_version_slots(-1, "Your weekly digest, {{ name }}", "<p>Hello <b>{{ name }}</b>, "
-                                  "here is your digest.</p>", "Hello {{ name }}, here is your digest.")
+    more = _PARAGRAPH * filler
+    html = f"<p>Hello <b>{{{{ name }}}}</b>, here is your digest.{more}</p>"
+    text = f"Hello {{{{ name }}}}, here is your digest.{more}"
+    slots = compile_version_slots(-1, "Your weekly digest, {{ name }}", html, text)
     emails = []
     for i in range(1, n + 1):
         rendered = render_slots(slots, {"name": f"reader {i}"})
@@ -75,7 +80,7 @@ def _provider(name: str, url: str):
 def _send(args: argparse.Namespace, url: str) -> tuple[int, float, float]:
     """(recipients accepted, seconds, CPU seconds of this process) for every email sent in
     batches from `args.threads` threads."""
-    emails = _emails(args.recipients, args.shape)
+    emails = _emails(args.recipients, args.shape, args.filler)
     batches = [emails[i:i + args.batch] for i in range(0, len(emails), args.batch)]
     local = threading.local()
 
@@ -97,11 +102,12 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--shape", choices=["literal", "slots"], default="literal")
+    parser.add_argument("--filler", type=int, default=0, help="shared paragraphs added to each body")
     args = parser.parse_args()
     (accepted, elapsed, cpu), entries = through_fake_esp(args.provider, lambda url: _send(args, url))
     distinct, duplicated = ledger_counts(entries)
-    print(f"provider={args.provider} shape={args.shape} recipients={args.recipients} batch={args.batch} "
-          f"threads={args.threads} loadavg={harness.loadavg()}")
+    print(f"provider={args.provider} shape={args.shape} filler={args.filler} recipients={args.recipients} "
+          f"batch={args.batch} threads={args.threads} loadavg={harness.loadavg()}")
     print(f"accepted={accepted} ledger_entries={len(entries)} distinct={distinct} duplicates={duplicated} "
           f"lost={args.recipients - distinct}")
     print(f"elapsed={elapsed:.2f}s throughput={args.recipients / elapsed:,.0f} recipients/s "

@@ -63,16 +63,20 @@ class SendGridProvider(Provider):
     def send_batch(self, emails: Sequence[OutgoingEmail]) -> list[SendResult]:
         ready, refused = wire_emails(emails)
         by_id = {result.message_id: result for result in refused}
-        for chunk in _requests_for(ready, self.settings.max_request_bytes):
-            for result in self._send_chunk(chunk, retries_left=2):
+        encoder = _Encoder()
+        for chunk in _requests_for(ready, self.settings.max_request_bytes, encoder):
+            for result in self._send_chunk(chunk, encoder, retries_left=2):
                 by_id[result.message_id] = result
         return [by_id[email.message_id] for email in emails]
 
     def close(self) -> None:
         self.session.close()
 
-    def _send_chunk(self, chunk: list[OutgoingEmail], retries_left: int) -> list[SendResult]:
-        answer = post(self.session, self.settings, self.url, data=encoded_body(chunk), headers=self.headers)
+    def _send_chunk(
+        self, chunk: list[OutgoingEmail], encoder: _Encoder, retries_left: int
+    ) -> list[SendResult]:
+        answer = post(self.session, self.settings, self.url, data=encoded_body(chunk, encoder),
+                      headers=self.headers)
         x_message_id = (answer.headers or {}).get("X-Message-Id", "")
         if answer.outcome is not Outcome.PERMANENT or len(chunk) == 1 or not retries_left:
             return results_for_answer(chunk, answer, lambda _: x_message_id)
@@ -81,25 +85,54 @@ class SendGridProvider(Provider):
             return results_for_answer(chunk, answer, lambda _: x_message_id)
         rejected = [email for i, email in enumerate(chunk) if i in bad]
         rest = [email for i, email in enumerate(chunk) if i not in bad]
-        return results_for_answer(rejected, answer, str) + self._send_chunk(rest, retries_left - 1)
+        return results_for_answer(rejected, answer, str) + self._send_chunk(rest, encoder, retries_left - 1)
 
 
-def _requests_for(emails: Sequence[OutgoingEmail], max_bytes: int) -> list[list[OutgoingEmail]]:
+class _Encoder:
+    """One send_batch's memo: each email's slot template and JSON personalization per mode,
+    computed once (the size estimate's JSON is the one that goes into the request)."""
+
+    def __init__(self) -> None:
+        self._templates: dict[int, SlotTemplate | None] = {}
+        self._encoded: dict[tuple[int, str], str] = {}
+
+    def template(self, email: OutgoingEmail) -> SlotTemplate | None:
+        if email.message_id not in self._templates:
+            self._templates[email.message_id] = _slot_template(email)
+        return self._templates[email.message_id]
+
+    def personalization(self, email: OutgoingEmail, mode: str) -> str:
+        key = (email.message_id, mode)
+        if key not in self._encoded:
+            self._encoded[key] = json.dumps(_personalization(email, mode))
+        return self._encoded[key]
+
+    def bytes_of(self, email: OutgoingEmail) -> int:
+        """What one message adds to the request body (requests-style JSON, ASCII escapes): its
+        slot substitutions, or whole-body substitutions, an upper bound of literal content."""
+        mode = _SLOTS if self.template(email) is not None else _WHOLE
+        return len(self.personalization(email, mode)) + 2  # ", " separator
+
+
+def _requests_for(emails: Sequence[OutgoingEmail], max_bytes: int,
+                  encoder: _Encoder | None = None) -> list[list[OutgoingEmail]]:
     """Oversize bodies alone; the rest grouped by sender (and slot template) in chunks of 1000
     distinct addresses and at most `max_bytes` (0: no byte limit)."""
-    alone = [[e] for e in emails if _substitution_bytes(e) > SUBSTITUTION_BUDGET_BYTES or _holds_tag(e)]
+    encoder = encoder or _Encoder()
+    alone = [[e] for e in emails if _substitution_bytes(e, encoder) > SUBSTITUTION_BUDGET_BYTES
+             or _holds_tag(e)]
     single_ids = {chunk[0].message_id for chunk in alone}
     groups: dict[tuple[str, SlotTemplate | None], list[OutgoingEmail]] = {}
     for email in emails:
         if email.message_id not in single_ids:
-            groups.setdefault((email.from_email, _slot_template(email)), []).append(email)
+            groups.setdefault((email.from_email, encoder.template(email)), []).append(email)
     budget = per_email_budget(max_bytes)
     chunks = []
     for (_, template), group in groups.items():
         # The shared content travels once per request, outside the per-email budget's overhead.
         group_budget = max(budget - _content_bytes(template), 1) if budget and template else budget
         chunks += chunks_unique_recipients(group, MAX_PER_REQUEST, max_bytes=group_budget,
-                                           bytes_of=_personalization_bytes)
+                                           bytes_of=encoder.bytes_of)
     return chunks + alone
 
 
@@ -150,15 +183,8 @@ def _content(text: str, html: str) -> list[dict[str, str]]:
     return content
 
 
-def _personalization_bytes(email: OutgoingEmail) -> int:
-    """What one message adds to the request body: requests writes JSON with ASCII escapes.
-    An upper bound: slot emails as slot substitutions, others with whole-body substitutions."""
-    mode = _SLOTS if _slot_template(email) is not None else _WHOLE
-    return len(json.dumps(_personalization(email, mode))) + 2  # ", " separator
-
-
-def _substitution_bytes(email: OutgoingEmail) -> int:
-    if _slot_template(email) is not None:
+def _substitution_bytes(email: OutgoingEmail, encoder: _Encoder) -> int:
+    if encoder.template(email) is not None:
         fill = email.fill
         return sum(len(v.encode()) + 16 for v in (*fill.html, *fill.text))
     return len(email.text.encode()) + len(email.html.encode())
@@ -167,14 +193,14 @@ def _substitution_bytes(email: OutgoingEmail) -> int:
 _LITERAL, _SLOTS, _WHOLE = "literal", "slots", "whole"
 
 
-def _mode(chunk: Sequence[OutgoingEmail]) -> str:
+def _mode(chunk: Sequence[OutgoingEmail], encoder: _Encoder) -> str:
     """Literal content when every body is the same; slot substitutions when every email shares
     one slot template; else each body whole as two substitutions."""
     first = chunk[0]
     if all((e.text, e.html) == (first.text, first.html) for e in chunk):
         return _LITERAL
-    template = _slot_template(first)
-    if template is not None and all(_slot_template(e) is template for e in chunk):
+    template = encoder.template(first)
+    if template is not None and all(encoder.template(e) is template for e in chunk):
         return _SLOTS
     return _WHOLE
 
@@ -189,7 +215,7 @@ def _chunk_content(chunk: Sequence[OutgoingEmail], mode: str) -> list[dict[str, 
 
 def mail_send_body(chunk: Sequence[OutgoingEmail]) -> dict[str, Any]:
     """The JSON body for one request (all emails share one sender)."""
-    mode = _mode(chunk)
+    mode = _mode(chunk, _Encoder())
     return {
         "from": _sender(chunk[0].from_email),
         "personalizations": [_personalization(e, mode) for e in chunk],
@@ -197,9 +223,15 @@ def mail_send_body(chunk: Sequence[OutgoingEmail]) -> dict[str, Any]:
     }
 
 
-def encoded_body(chunk: Sequence[OutgoingEmail]) -> bytes:
-    """`json.dumps(mail_send_body(chunk))` as requests would write it, built in one pass."""
-    return json.dumps(mail_send_body(chunk)).encode("ascii")
+def encoded_body(chunk: Sequence[OutgoingEmail], encoder: _Encoder | None = None) -> bytes:
+    """`json.dumps(mail_send_body(chunk))`, byte for byte, from the personalizations the size
+    estimate already encoded (each email's JSON is built once per send)."""
+    encoder = encoder or _Encoder()
+    mode = _mode(chunk, encoder)
+    personalizations = ", ".join(encoder.personalization(e, mode) for e in chunk)
+    sender, content = json.dumps(_sender(chunk[0].from_email)), json.dumps(_chunk_content(chunk, mode))
+    body = f'{{"from": {sender}, "personalizations": [{personalizations}], "content": {content}}}'
+    return body.encode("ascii")
 
 
 def _sender(from_email: str) -> dict[str, str]:

@@ -158,3 +158,16 @@ def test_the_send_pipeline_hands_slot_fills_to_the_batch_api(sendgrid, settings)
 
 
 pytestmark = pytest.mark.django_db
+
+
+def test_the_request_body_is_the_json_of_the_documented_shape():
+    """encoded_body reuses the personalizations the size estimate encoded; it must be exactly
+    the JSON of mail_send_body, for slot, whole-body and literal requests alike."""
+    from delivery.providers.sendgrid import encoded_body, mail_send_body
+
+    version = _Version(740_001)
+    emails = _emails(version, NAMES)
+    slot = [e for e in emails if e.fill is not None]
+    literal = [OutgoingEmail(e.message_id, e.recipient, e.from_email, "Same", "t", "<p>h</p>") for e in emails]
+    for chunk in (slot, emails, literal):
+        assert encoded_body(chunk) == json.dumps(mail_send_body(chunk)).encode("ascii")
