@@ -118,9 +118,25 @@ def render_slots(slots: SlotTemplate, context: dict, *, limits: Limits | None = 
 def render_for_send(version: TemplateVersion, context: dict) -> RenderedEmail:
     """The sender's render: slots when the version and the values allow, else the full path."""
     key = (version.id, version.subject, version.html_body, version.text_body)
-    slots = compile_version_slots(*key)
+    slots = _slots_for(key)
     rendered = render_slots(slots, context) if slots is not None else None
     return rendered or render(compile_version(*key), context)
+
+
+# Version id -> (its parts, its slots). Every message of a batch loads its own copy of the
+# version's strings, so an lru_cache lookup would hash a whole body per message (~1 us a KB);
+# comparing with the stored parts is a memcmp.
+_SLOTS_BY_ID: dict[int, tuple[tuple[str, str, str], SlotTemplate | None]] = {}
+
+
+def _slots_for(key: tuple[int, str, str, str]) -> SlotTemplate | None:
+    entry = _SLOTS_BY_ID.get(key[0])
+    if entry is None or entry[0] != key[1:]:
+        if len(_SLOTS_BY_ID) >= 512:
+            _SLOTS_BY_ID.clear()
+        entry = (key[1:], compile_version_slots(*key))
+        _SLOTS_BY_ID[key[0]] = entry
+    return entry[1]
 
 
 def _derive_text(html: str) -> str:
