@@ -168,6 +168,7 @@ def test_the_request_body_is_the_json_of_the_documented_shape():
     version = _Version(740_001)
     emails = _emails(version, NAMES)
     slot = [e for e in emails if e.fill is not None]
-    literal = [OutgoingEmail(e.message_id, e.recipient, e.from_email, "Same", "t", "<p>h</p>") for e in emails]
+    literal = [OutgoingEmail(e.message_id, e.recipient, e.from_email, "Same", "t", "<p>h</p>")
+               for e in emails]
     for chunk in (slot, emails, literal):
         assert encoded_body(chunk) == json.dumps(mail_send_body(chunk)).encode("ascii")
