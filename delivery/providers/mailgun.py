@@ -82,7 +82,8 @@ class MailgunProvider(Provider):
         self.session.close()
 
     def _send_chunk(self, chunk: list[OutgoingEmail]) -> list[SendResult]:
-        answer = post(self.session, self.settings, self.url, data=message_form(chunk), auth=self.auth)
+        answer = post(self.session, self.settings, self.url, data=form_body(message_form(chunk)),
+                      auth=self.auth, headers=_FORM_HEADERS)
         if answer.outcome is Outcome.PERMANENT and len(chunk) > 1 and _names_recipient(answer.body):
             middle = len(chunk) // 2
             return self._send_chunk(chunk[:middle]) + self._send_chunk(chunk[middle:])
@@ -194,6 +195,22 @@ def _form_encoded_len(text: str) -> int:
     UTF-8 byte outside the unreserved set becomes `%XX`, three octets."""
     raw = text.encode("utf-8")
     return len(raw) + 2 * len(raw.translate(None, _FORM_SAFE_BYTES))
+
+
+_FORM_HEADERS = {"Content-Type": "application/x-www-form-urlencoded"}
+# quote_plus as one str.translate over the UTF-8 bytes seen as Latin-1: quote_plus walks a
+# 1,000-recipient body byte by byte in Python (~40% of the adapter's CPU with slot values).
+_FORM_TABLE = {byte: "+" if byte == 0x20 else chr(byte) if byte in _FORM_SAFE_BYTES else f"%{byte:02X}"
+               for byte in range(256)}
+
+
+def _form_quote(text: str) -> str:
+    return text.encode("utf-8").decode("latin-1").translate(_FORM_TABLE)
+
+
+def form_body(fields: list[tuple[str, str]]) -> bytes:
+    """`urllib.parse.urlencode(fields)` (what requests sends for `data=fields`), byte for byte."""
+    return "&".join(f"{_form_quote(name)}={_form_quote(value)}" for name, value in fields).encode("ascii")
 
 
 def _message_id(body: str) -> str:

@@ -172,3 +172,16 @@ def test_the_request_body_is_the_json_of_the_documented_shape():
                for e in emails]
     for chunk in (slot, emails, literal):
         assert encoded_body(chunk) == json.dumps(mail_send_body(chunk)).encode("ascii")
+
+
+def test_the_mailgun_form_body_is_what_urlencode_writes():
+    """form_body replaces requests' urlencode (quote_plus byte by byte): same bytes, including
+    non-ASCII, spaces, reserved characters and the recipient-variables JSON."""
+    from urllib.parse import urlencode
+
+    from delivery.providers.mailgun import form_body, message_form
+
+    version = _Version(750_001)
+    emails = _emails(version, NAMES)
+    fields = message_form(emails) + [("x", "a b+c&d=e%f/é😀\n~_.-")]
+    assert form_body(fields) == urlencode(fields).encode("ascii")
