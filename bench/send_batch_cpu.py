@@ -31,6 +31,8 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=5000)
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--sort", default="cumulative")
+    parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args()
     harness.django_setup()
     from django.db import connection
@@ -69,10 +71,11 @@ def main() -> None:
     if profiler:
         profiler.disable()
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    print(f"messages={len(ids)} sent={sent} wall_s={wall:.2f} per_s={len(ids) / wall:,.0f} "
+    print(f"messages={len(ids)} sent={sent} loadavg={harness.loadavg()} wall_s={wall:.2f} "
+          f"per_s={len(ids) / wall:,.0f} "
           f"cpu_us_per_message={cpu / len(ids) * 1e6:,.0f} wall_us_per_message={wall / len(ids) * 1e6:,.0f}")
     if profiler:
-        pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
+        pstats.Stats(profiler).sort_stats(args.sort).print_stats(args.top)
     with connection.cursor() as cursor:
         cursor.execute(f"DELETE FROM {DeliveryAttempt._meta.db_table} WHERE message_id = ANY(%s)", [ids])
         cursor.execute(f"DELETE FROM {EmailMessage._meta.db_table} WHERE id = ANY(%s)", [ids])

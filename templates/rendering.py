@@ -24,6 +24,7 @@ from inscriptis import get_text
 from jinja2 import meta
 
 from templates.sandbox import BoundedSandbox, Limits, RenderLimitExceeded, budget_scope, current_budget
+from templates.slots import SlotFill, SlotTemplate, compile_slots, slot_strings
 
 if TYPE_CHECKING:
     from templates.models import TemplateVersion
@@ -46,6 +47,9 @@ class RenderedEmail:
     subject: str
     text: str
     html: str
+    # Set when the render came from slots (templates/slots.py): the shared static parts and this
+    # recipient's escaped values, so a batch API can send one body plus substitutions.
+    fill: SlotFill | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,59 @@ def compile_version(version_id: int, subject: str, html_body: str, text_body: st
         text=_TEXT_ENV.from_string(text_body) if text_body else None,
         html=_HTML_ENV.from_string(html_body),
     )
+
+
+@lru_cache(maxsize=512)
+def compile_version_slots(
+    version_id: int, subject: str, html_body: str, text_body: str
+) -> SlotTemplate | None:
+    """The slot form of a version (templates/slots.py), or None: it keeps the full renderer."""
+    try:
+        return compile_slots(subject=subject, html_body=html_body, text_body=text_body, text_env=_TEXT_ENV,
+                             html_env=_HTML_ENV, inline=_INLINER.inline, derive_text=_derive_text)
+    except Exception:  # noqa: BLE001 - a version the probe cannot handle simply renders in full
+        return None
+
+
+def render_slots(slots: SlotTemplate, context: dict, *, limits: Limits | None = None) -> RenderedEmail | None:
+    """Join the static parts with this context's values; None when the full renderer must run
+    (a missing or unusual value, or near the output budget): it then decides, and errs."""
+    limits = limits or render_limits()
+    strings = slot_strings(slots, context, limits.max_bytes)
+    if strings is None:
+        return None
+    html_values, text_values = slots.html.fill(strings), slots.text.fill(strings)
+    subject = " ".join(slots.subject.join(slots.subject.fill(strings)).split())
+    return RenderedEmail(subject=subject, text=slots.text.join(text_values),
+                         html=slots.html.join(html_values), fill=SlotFill(slots, html_values, text_values))
+
+
+def render_for_send(version: TemplateVersion, context: dict) -> RenderedEmail:
+    """The sender's render: slots when the version and the values allow, else the full path."""
+    key = (version.id, version.subject, version.html_body, version.text_body)
+    slots = _slots_for(key)
+    rendered = render_slots(slots, context) if slots is not None else None
+    return rendered or render(compile_version(*key), context)
+
+
+# Version id -> (its parts, its slots). Every message of a batch loads its own copy of the
+# version's strings, so an lru_cache lookup would hash a whole body per message (~1 us a KB);
+# comparing with the stored parts is a memcmp.
+_SLOTS_BY_ID: dict[int, tuple[tuple[str, str, str], SlotTemplate | None]] = {}
+
+
+def _slots_for(key: tuple[int, str, str, str]) -> SlotTemplate | None:
+    entry = _SLOTS_BY_ID.get(key[0])
+    if entry is None or entry[0] != key[1:]:
+        if len(_SLOTS_BY_ID) >= 512:
+            _SLOTS_BY_ID.clear()
+        entry = (key[1:], compile_version_slots(*key))
+        _SLOTS_BY_ID[key[0]] = entry
+    return entry[1]
+
+
+def _derive_text(html: str) -> str:
+    return get_text(html).strip()
 
 
 def _bounded(chunks: Iterable[str]) -> Iterator[str]:
@@ -135,7 +192,7 @@ def _finish_html(html: str, text: str | None) -> tuple[str, str]:
             _DERIVED[html] = entry
     if text is None:
         if entry[1] is None:
-            entry[1] = get_text(entry[0]).strip()
+            entry[1] = _derive_text(entry[0])
         text = entry[1]
     return entry[0], text
 

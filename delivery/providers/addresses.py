@@ -15,6 +15,7 @@ without SMTPUTF8 (RFC 6531) takes either raw, so every provider goes through `ma
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from email.headerregistry import Address
@@ -26,6 +27,10 @@ from core.addresses import AddressError, ascii_domain
 from delivery.providers.base import Outcome, OutgoingEmail, SendResult
 
 MAX_LINE = 998  # RFC 5322 2.1.1, octets without the CRLF
+# A bare ASCII address parseaddr would return unchanged (dot-atom local part, LDH domain): the
+# common case skips the RFC 5322 parser (~25 us a recipient).
+_PLAIN_ADDRESS = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
+                            r"@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*")
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,9 @@ class Mailbox:
 @lru_cache(maxsize=4096)  # the sender is the same for nearly every message of a process
 def mailbox(value: str, *, utf8: bool = False) -> Mailbox:
     """Parse `addr` or `Name <addr>`; `utf8` says whether a non-ASCII local part may travel."""
+    if _PLAIN_ADDRESS.fullmatch(value):
+        local_part, _, domain = value.rpartition("@")
+        return Mailbox("", local_part, domain)
     display_name, addr_spec = parseaddr(value)
     local_part, at, domain = addr_spec.rpartition("@")
     if not at or not local_part or not domain:
@@ -85,5 +93,5 @@ def wire_emails(emails: Sequence[OutgoingEmail]) -> tuple[list[OutgoingEmail], l
         except AddressError as exc:
             refused.append(SendResult(email.message_id, Outcome.PERMANENT, error=str(exc)[:500]))
             continue
-        ready.append(replace(email, recipient=recipient))
+        ready.append(email if recipient == email.recipient else replace(email, recipient=recipient))
     return ready, refused

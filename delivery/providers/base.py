@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 from django.db import models
 
+from templates.slots import SlotFill
+
 
 class Outcome(models.TextChoices):
     """What one provider call did with one message; DeliveryAttempt.outcome records it."""
@@ -39,6 +41,9 @@ class OutgoingEmail:
     html: str
     headers: dict[str, str] = field(default_factory=dict)
     priority: int = 2  # core.priorities.Priority; rate limits keep a share for P0
+    # The slot form of `text` and `html` when they were rendered from slots (templates/slots.py):
+    # batch APIs send the shared static parts once and these values as substitutions.
+    fill: SlotFill | None = None
 
 
 @dataclass(frozen=True)

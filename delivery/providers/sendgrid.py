@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 from delivery.providers.addresses import mailbox, wire_emails
@@ -39,6 +40,7 @@ from delivery.providers.http import (
     post,
     results_for_answer,
 )
+from templates.slots import SlotTemplate
 
 MAX_PER_REQUEST = 1000
 META_KEY = "notifier_message_id"
@@ -56,21 +58,24 @@ class SendGridProvider(Provider):
         self.settings = settings
         self.url = settings.base_url.rstrip("/") + "/v3/mail/send"
         self.session = new_session(settings)
-        self.headers = {"Authorization": f"Bearer {settings.api_key}"}
+        self.headers = {"Authorization": f"Bearer {settings.api_key}", "Content-Type": "application/json"}
 
     def send_batch(self, emails: Sequence[OutgoingEmail]) -> list[SendResult]:
         ready, refused = wire_emails(emails)
         by_id = {result.message_id: result for result in refused}
-        for chunk in _requests_for(ready, self.settings.max_request_bytes):
-            for result in self._send_chunk(chunk, retries_left=2):
+        encoder = _Encoder()
+        for chunk in _requests_for(ready, self.settings.max_request_bytes, encoder):
+            for result in self._send_chunk(chunk, encoder, retries_left=2):
                 by_id[result.message_id] = result
         return [by_id[email.message_id] for email in emails]
 
     def close(self) -> None:
         self.session.close()
 
-    def _send_chunk(self, chunk: list[OutgoingEmail], retries_left: int) -> list[SendResult]:
-        answer = post(self.session, self.settings, self.url, json=mail_send_body(chunk),
+    def _send_chunk(
+        self, chunk: list[OutgoingEmail], encoder: _Encoder, retries_left: int
+    ) -> list[SendResult]:
+        answer = post(self.session, self.settings, self.url, data=encoded_body(chunk, encoder),
                       headers=self.headers)
         x_message_id = (answer.headers or {}).get("X-Message-Id", "")
         if answer.outcome is not Outcome.PERMANENT or len(chunk) == 1 or not retries_left:
@@ -80,50 +85,153 @@ class SendGridProvider(Provider):
             return results_for_answer(chunk, answer, lambda _: x_message_id)
         rejected = [email for i, email in enumerate(chunk) if i in bad]
         rest = [email for i, email in enumerate(chunk) if i not in bad]
-        return results_for_answer(rejected, answer, str) + self._send_chunk(rest, retries_left - 1)
+        return results_for_answer(rejected, answer, str) + self._send_chunk(rest, encoder, retries_left - 1)
 
 
-def _requests_for(emails: Sequence[OutgoingEmail], max_bytes: int) -> list[list[OutgoingEmail]]:
-    """Oversize bodies alone; the rest grouped by sender in chunks of 1000 distinct addresses
-    and at most `max_bytes` (0: no byte limit)."""
-    alone = [[e] for e in emails if _substitution_bytes(e) > SUBSTITUTION_BUDGET_BYTES]
+class _Encoder:
+    """One send_batch's memo: each email's slot template and JSON personalization per mode,
+    computed once (the size estimate's JSON is the one that goes into the request)."""
+
+    def __init__(self) -> None:
+        self._templates: dict[int, SlotTemplate | None] = {}
+        self._encoded: dict[tuple[int, str], str] = {}
+
+    def template(self, email: OutgoingEmail) -> SlotTemplate | None:
+        if email.message_id not in self._templates:
+            self._templates[email.message_id] = _slot_template(email)
+        return self._templates[email.message_id]
+
+    def personalization(self, email: OutgoingEmail, mode: str) -> str:
+        key = (email.message_id, mode)
+        if key not in self._encoded:
+            self._encoded[key] = json.dumps(_personalization(email, mode))
+        return self._encoded[key]
+
+    def bytes_of(self, email: OutgoingEmail) -> int:
+        """What one message adds to the request body (requests-style JSON, ASCII escapes): its
+        slot substitutions, or whole-body substitutions, an upper bound of literal content."""
+        mode = _SLOTS if self.template(email) is not None else _WHOLE
+        return len(self.personalization(email, mode)) + 2  # ", " separator
+
+
+def _requests_for(emails: Sequence[OutgoingEmail], max_bytes: int,
+                  encoder: _Encoder | None = None) -> list[list[OutgoingEmail]]:
+    """Oversize bodies alone; the rest grouped by sender (and slot template) in chunks of 1000
+    distinct addresses and at most `max_bytes` (0: no byte limit)."""
+    encoder = encoder or _Encoder()
+    alone = [[e] for e in emails if _substitution_bytes(e, encoder) > SUBSTITUTION_BUDGET_BYTES
+             or _holds_tag(e)]
     single_ids = {chunk[0].message_id for chunk in alone}
-    groups: dict[str, list[OutgoingEmail]] = {}
+    groups: dict[tuple[str, SlotTemplate | None], list[OutgoingEmail]] = {}
     for email in emails:
         if email.message_id not in single_ids:
-            groups.setdefault(email.from_email, []).append(email)
+            groups.setdefault((email.from_email, encoder.template(email)), []).append(email)
     budget = per_email_budget(max_bytes)
-    chunks = [
-        chunk
-        for group in groups.values()
-        for chunk in chunks_unique_recipients(group, MAX_PER_REQUEST, max_bytes=budget,
-                                              bytes_of=_personalization_bytes)
-    ]
+    chunks = []
+    for (_, template), group in groups.items():
+        # The shared content travels once per request, outside the per-email budget's overhead.
+        group_budget = max(budget - _content_bytes(template), 1) if budget and template else budget
+        chunks += chunks_unique_recipients(group, MAX_PER_REQUEST, max_bytes=group_budget,
+                                           bytes_of=encoder.bytes_of)
     return chunks + alone
 
 
-def _personalization_bytes(email: OutgoingEmail) -> int:
-    """What one message adds to the request body: requests writes JSON with ASCII escapes."""
-    return len(json.dumps(_personalization(email, substitute=True))) + 2  # ", " separator
+def _holds_tag(email: OutgoingEmail) -> bool:
+    """Content that holds one of our whole-body tags: in a shared request SendGrid would
+    substitute it (in the subject too), so it goes alone, with literal content."""
+    return any(tag in part for tag in (TEXT_TAG, HTML_TAG)
+               for part in (email.subject, email.text, email.html, *email.headers.values()))
 
 
-def _substitution_bytes(email: OutgoingEmail) -> int:
+def _slot_template(email: OutgoingEmail) -> SlotTemplate | None:
+    """The slot template this email can travel with as substitutions, or None (literal bodies).
+
+    SendGrid substitutes tags in the subject, the content and custom args, in an order it does
+    not document, so a message where a tag could appear other than where we put one (its subject,
+    a value or a header holding the template's nonce), or with an empty value (substitution
+    values are documented as non-empty strings only by example), keeps the literal path."""
+    fill = email.fill
+    if fill is None:
+        return None
+    nonce = fill.template.nonce
+    values = (*fill.html, *fill.text, email.subject, *email.headers.values())
+    if any(nonce in value for value in values) or not all(fill.html) or not all(fill.text):
+        return None
+    return fill.template
+
+
+@lru_cache(maxsize=64)
+def _tags(template: SlotTemplate) -> tuple[list[str], list[str]]:
+    nonce = template.nonce
+    return ([f"-{nonce}h{i}-" for i in range(len(template.html.names))],
+            [f"-{nonce}t{i}-" for i in range(len(template.text.names))])
+
+
+def _slot_content(template: SlotTemplate) -> list[dict[str, str]]:
+    html_tags, text_tags = _tags(template)
+    return _content(template.text.join(tuple(text_tags)), template.html.join(tuple(html_tags)))
+
+
+def _content_bytes(template: SlotTemplate) -> int:
+    return len(json.dumps(_slot_content(template)))
+
+
+def _content(text: str, html: str) -> list[dict[str, str]]:
+    content = [{"type": "text/plain", "value": text or " "}]
+    if html:
+        content.append({"type": "text/html", "value": html})
+    return content
+
+
+def _substitution_bytes(email: OutgoingEmail, encoder: _Encoder) -> int:
+    if encoder.template(email) is not None:
+        fill = email.fill
+        return sum(len(v.encode()) + 16 for v in (*fill.html, *fill.text))
     return len(email.text.encode()) + len(email.html.encode())
+
+
+_LITERAL, _SLOTS, _WHOLE = "literal", "slots", "whole"
+
+
+def _mode(chunk: Sequence[OutgoingEmail], encoder: _Encoder) -> str:
+    """Literal content when every body is the same; slot substitutions when every email shares
+    one slot template; else each body whole as two substitutions."""
+    first = chunk[0]
+    if all((e.text, e.html) == (first.text, first.html) for e in chunk):
+        return _LITERAL
+    template = encoder.template(first)
+    if template is not None and all(encoder.template(e) is template for e in chunk):
+        return _SLOTS
+    return _WHOLE
+
+
+def _chunk_content(chunk: Sequence[OutgoingEmail], mode: str) -> list[dict[str, str]]:
+    if mode == _SLOTS:
+        return _slot_content(chunk[0].fill.template)
+    if mode == _WHOLE:
+        return _content(TEXT_TAG, HTML_TAG)
+    return _content(chunk[0].text, chunk[0].html)
 
 
 def mail_send_body(chunk: Sequence[OutgoingEmail]) -> dict[str, Any]:
     """The JSON body for one request (all emails share one sender)."""
-    first = chunk[0]
-    shared = all((e.text, e.html) == (first.text, first.html) for e in chunk)
-    text, html = (first.text, first.html) if shared else (TEXT_TAG, HTML_TAG)
-    content = [{"type": "text/plain", "value": text or " "}]
-    if html:
-        content.append({"type": "text/html", "value": html})
+    mode = _mode(chunk, _Encoder())
     return {
-        "from": _sender(first.from_email),
-        "personalizations": [_personalization(e, substitute=not shared) for e in chunk],
-        "content": content,
+        "from": _sender(chunk[0].from_email),
+        "personalizations": [_personalization(e, mode) for e in chunk],
+        "content": _chunk_content(chunk, mode),
     }
+
+
+def encoded_body(chunk: Sequence[OutgoingEmail], encoder: _Encoder | None = None) -> bytes:
+    """`json.dumps(mail_send_body(chunk))`, byte for byte, from the personalizations the size
+    estimate already encoded (each email's JSON is built once per send)."""
+    encoder = encoder or _Encoder()
+    mode = _mode(chunk, encoder)
+    personalizations = ", ".join(encoder.personalization(e, mode) for e in chunk)
+    sender, content = json.dumps(_sender(chunk[0].from_email)), json.dumps(_chunk_content(chunk, mode))
+    body = f'{{"from": {sender}, "personalizations": [{personalizations}], "content": {content}}}'
+    return body.encode("ascii")
 
 
 def _sender(from_email: str) -> dict[str, str]:
@@ -132,7 +240,7 @@ def _sender(from_email: str) -> dict[str, str]:
     return {"email": sender.addr_spec, **named}
 
 
-def _personalization(email: OutgoingEmail, *, substitute: bool) -> dict[str, Any]:
+def _personalization(email: OutgoingEmail, mode: str) -> dict[str, Any]:
     block: dict[str, Any] = {
         "to": [{"email": email.recipient}],
         "subject": email.subject,
@@ -140,8 +248,12 @@ def _personalization(email: OutgoingEmail, *, substitute: bool) -> dict[str, Any
     }
     if email.headers:
         block["headers"] = dict(email.headers)
-    if substitute:
+    if mode == _WHOLE:
         block["substitutions"] = {TEXT_TAG: email.text or " ", HTML_TAG: email.html}
+    elif mode == _SLOTS:
+        html_tags, text_tags = _tags(email.fill.template)
+        block["substitutions"] = {**dict(zip(html_tags, email.fill.html, strict=True)),
+                                  **dict(zip(text_tags, email.fill.text, strict=True))}
     return block
 
 

@@ -7,10 +7,16 @@ the body is in flight or its reply is awaited is AMBIGUOUS (RFC 5321 section 4.5
 server have accepted it).
 
 When the server advertises PIPELINING (RFC 2920), MAIL, RCPT and DATA go out in one write and
-their three replies are read afterwards; the body and its final dot are the second write. Two
-round trips per message instead of four, with the same classification: a refusal of MAIL or
-RCPT is that message's 4xx/5xx (the transaction is reset before the next one), a lost
-connection before the body is sent is TRANSIENT, no reply to the final dot is AMBIGUOUS.
+their three replies are read afterwards; the body and its final dot are the second write, and
+it also carries the next message's MAIL, RCPT and DATA ("the actual transfer of message content
+is explicitly allowed to be the first command in a group", 3.1): one write and one round trip
+per message instead of four, with the same classification: a refusal of MAIL or RCPT is that
+message's 4xx/5xx (the transaction is reset before the next one), a lost connection before the
+body is sent is TRANSIENT, no reply to the final dot is AMBIGUOUS (and the next message, whose
+commands rode behind that body, TRANSIENT: no body of it was sent). Every message is encoded
+(addresses, MIME) before the batch's first command, so the one whose commands ride ahead is
+known to be sendable; after an unexpected error with commands in flight the connection is
+dropped rather than RSET (an RSET could land as body text).
 
 Both paths write the body the same way (`_body`): CRLF line ends, dot-stuffed (RFC 5321 2.3.8,
 4.5.2). smtplib's `data()` is not used: it sends a bytes body as is, bare LFs included.
@@ -81,6 +87,35 @@ def envelope_for(email: OutgoingEmail, *, server_utf8: bool) -> Envelope:
 
 
 @dataclass(frozen=True)
+class _Plan:
+    """One message ready for the wire: its Message-ID, envelope and MIME bytes, or why not."""
+
+    header_id: str
+    envelope: Envelope | None
+    payload: bytes
+    error: str = ""
+    outcome: Outcome = Outcome.PERMANENT  # when there is no envelope
+
+
+@dataclass
+class _Step:
+    """Pipelining state of one message: its commands sent ahead; the next one's to send behind
+    its body, and whether they were."""
+
+    ahead: bool = False
+    follow: bytes = b""
+    followed: bool = False
+
+
+def _commands(plan: _Plan) -> bytes:
+    envelope = plan.envelope
+    options = "".join(f" {option}" for option in envelope.mail_options)
+    commands = f"MAIL FROM:<{envelope.sender}>{options}\r\nRCPT TO:<{envelope.recipient}>\r\nDATA\r\n"
+    # UTF-8 only reaches the wire in an SMTPUTF8 transaction (envelope_for refused it otherwise).
+    return commands.encode("utf-8")
+
+
+@dataclass(frozen=True)
 class SmtpSettings:
     host: str
     port: int
@@ -106,9 +141,12 @@ class SmtpProvider(Provider):
             connection = self._connect()
         except (*_CONNECTION_ERRORS, smtplib.SMTPException) as exc:
             return results_for_error(emails, TransientError(f"connect failed: {exc}"))
-        results = []
-        for email in emails:
-            result = self._send_one(connection, email)
+        plans = [self._plan(connection, email) for email in emails]
+        results: list[SendResult] = []
+        ahead = False  # this message's MAIL, RCPT and DATA already went out behind the last body
+        for i, email in enumerate(emails):
+            following = plans[i + 1] if i + 1 < len(plans) else None
+            result, ahead = self._send_one(connection, email, plans[i], ahead, following)
             results.append(result)
             if result.outcome is Outcome.AMBIGUOUS or self._connection is None:
                 # The connection is gone; the rest of the batch was never handed over.
@@ -147,35 +185,56 @@ class SmtpProvider(Provider):
             self._connection = None
             return False
 
-    def _send_one(self, connection: smtplib.SMTP, email: OutgoingEmail) -> SendResult:
-        started = time.monotonic()
-        header_id = new_message_id_header(email.message_id, email.from_email)
+    def _plan(self, connection: smtplib.SMTP, email: OutgoingEmail) -> _Plan:
+        """Encode addresses and body first: an address that cannot travel fails before MAIL."""
         try:
-            outcome, code, error = self._encoded_transaction(connection, email, header_id)
+            header_id = new_message_id_header(email.message_id, email.from_email)
+            envelope = envelope_for(email, server_utf8=connection.has_extn("smtputf8"))
+            return _Plan(header_id, envelope, build_mime(email, header_id, utf8=envelope.utf8))
+        except AddressError as exc:
+            return _Plan("", None, b"", str(exc))
+        except Exception as exc:  # one message's bug must not take its batch down
+            logger.exception("SMTP encoding of message %s raised", email.message_id)
+            return _Plan("", None, b"", f"{type(exc).__name__}: {exc}"[:500], Outcome.TRANSIENT)
+
+    def _send_one(
+        self, connection: smtplib.SMTP, email: OutgoingEmail, plan: _Plan, ahead: bool,
+        following: _Plan | None,
+    ) -> tuple[SendResult, bool]:
+        """(this message's result, whether the next message's commands went out behind its body)."""
+        started = time.monotonic()
+        step = _Step(ahead=ahead, follow=_commands(following) if following and following.envelope else b"")
+        try:
+            outcome, code, error = self._planned_transaction(connection, plan, step)
         except (TimeoutError, *_CONNECTION_ERRORS) as exc:
             self._connection = None
             outcome, code, error = Outcome.TRANSIENT, "", f"connection lost before DATA: {exc}"
         except Exception as exc:  # one message's bug must not take its batch down
             logger.exception("SMTP send of message %s raised; resetting the transaction", email.message_id)
-            self._reset(connection)
+            self._reset(connection, in_flight=ahead)
             outcome, code, error = Outcome.TRANSIENT, "", f"{type(exc).__name__}: {exc}"[:500]
+            step.followed = False
         duration_ms = int((time.monotonic() - started) * 1000)
-        provider_id = header_id.strip("<>") if outcome is Outcome.ACCEPTED else ""
-        return SendResult(email.message_id, outcome, provider_id, code, error, None, duration_ms)
+        provider_id = plan.header_id.strip("<>") if outcome is Outcome.ACCEPTED else ""
+        result = SendResult(email.message_id, outcome, provider_id, code, error, None, duration_ms)
+        return result, step.followed and self._connection is not None
 
-    def _encoded_transaction(
-        self, connection: smtplib.SMTP, email: OutgoingEmail, header_id: str
+    def _planned_transaction(
+        self, connection: smtplib.SMTP, plan: _Plan, step: _Step
     ) -> tuple[Outcome, str, str]:
-        """Encode addresses and body first: an address that cannot travel fails before MAIL."""
-        try:
-            envelope = envelope_for(email, server_utf8=connection.has_extn("smtputf8"))
-            payload = build_mime(email, header_id, utf8=envelope.utf8)
-        except AddressError as exc:
-            return Outcome.PERMANENT, "", str(exc)
-        return self._transaction(connection, envelope, payload)
+        if plan.envelope is None:
+            return plan.outcome, "", plan.error
+        if connection.has_extn("pipelining"):
+            return self._pipelined(connection, plan.envelope, plan.payload, step)
+        return self._transaction(connection, plan.envelope, plan.payload)
 
-    def _reset(self, connection: smtplib.SMTP) -> None:
-        """RSET (RFC 5321 4.1.1.5) so the next MAIL starts clean; drop the connection otherwise."""
+    def _reset(self, connection: smtplib.SMTP, *, in_flight: bool = False) -> None:
+        """RSET (RFC 5321 4.1.1.5) so the next MAIL starts clean; drop the connection otherwise,
+        and always when commands sent ahead may still be in flight (RSET could land as body)."""
+        if in_flight:
+            connection.close()
+            self._connection = None
+            return
         try:
             if connection.rset()[0] == 250:
                 return
@@ -207,13 +266,15 @@ class SmtpProvider(Provider):
         return self._body(connection, payload)
 
     def _pipelined(
-        self, connection: smtplib.SMTP, envelope: Envelope, payload: bytes
+        self, connection: smtplib.SMTP, envelope: Envelope, payload: bytes, step: _Step | None = None
     ) -> tuple[Outcome, str, str]:
-        """MAIL + RCPT + DATA in one write (RFC 2920 3.1: DATA ends the group), then the body."""
-        options = "".join(f" {option}" for option in envelope.mail_options)
-        commands = f"MAIL FROM:<{envelope.sender}>{options}\r\nRCPT TO:<{envelope.recipient}>\r\nDATA\r\n"
-        # UTF-8 only reaches the wire in an SMTPUTF8 transaction (envelope_for refused it otherwise).
-        connection.send(commands.encode("utf-8"))
+        """MAIL + RCPT + DATA in one write (RFC 2920 3.1: DATA ends the group), then the body,
+        followed in the same write by the next message's MAIL + RCPT + DATA ("the actual transfer
+        of message content is explicitly allowed to be the first command in a group"): one
+        write per message. `step.ahead`: this message's commands already went out that way."""
+        step = step or _Step()
+        if not step.ahead:
+            connection.send(_commands(_Plan("", envelope, payload)))
         (mail_code, mail_reply), (rcpt_code, rcpt_reply), (data_code, data_reply) = (
             connection.getreply(), connection.getreply(), connection.getreply()
         )
@@ -231,12 +292,17 @@ class SmtpProvider(Provider):
                 connection.getreply()
             connection.rset()
             return _outcome_for_code(refused[0]), str(refused[0]), refused[1].decode(errors="replace")
-        return self._body(connection, payload)
+        return self._body(connection, payload, step)
 
-    def _body(self, connection: smtplib.SMTP, payload: bytes) -> tuple[Outcome, str, str]:
+    def _body(
+        self, connection: smtplib.SMTP, payload: bytes, step: _Step | None = None
+    ) -> tuple[Outcome, str, str]:
         """After the 354 (both paths): the body with CRLF ends, dot-stuffed, and its reply."""
         try:
-            connection.send(_data_bytes(payload))
+            follow = step.follow if step else b""
+            connection.send(_data_bytes(payload) + follow)
+            if step and follow:
+                step.followed = True
             code, reply = connection.getreply()
         except Exception as exc:  # noqa: BLE001 - the body may have landed, whatever failed
             # No RSET mid-DATA: the connection is dropped; the next batch reconnects.

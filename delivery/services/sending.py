@@ -29,7 +29,7 @@ from delivery.services.failover import emails_send_with_failover
 from delivery.services.provider_faults import recorded_error
 from delivery.services.rate_limits import emails_admit
 from delivery.services.variants import variant_for_message, variants_for_batch
-from templates.rendering import TemplateError, compile_version, render
+from templates.rendering import TemplateError, render_for_send
 
 logger = logging.getLogger(__name__)
 Status = EmailMessage.Status
@@ -128,9 +128,8 @@ def _render_all(messages: list[EmailMessage], token: str, report: BatchReport) -
             sender=__name__, message_id=message.id, recipient=message.recipient, priority=message.priority
         )
         version = variant_for_message(message, variants)
-        compiled = compile_version(version.id, version.subject, version.html_body, version.text_body)
         try:
-            rendered = render(compiled, message.context)
+            rendered = render_for_send(version, message.context)
         except TemplateError as exc:
             broken[f"render failed: {exc}"].append(message.id)
             continue
@@ -144,6 +143,7 @@ def _render_all(messages: list[EmailMessage], token: str, report: BatchReport) -
                 html=rendered.html,
                 headers=message_headers(message),
                 priority=message.priority,
+                fill=rendered.fill,
             )
         )
     for error, ids in broken.items():

@@ -72,3 +72,22 @@ def test_unsubscribe_keeps_an_existing_suppression_as_it_is(message, api):
     assert Client().post(url).status_code == 200
     assert list(Suppression.objects.values_list("email", "reason")) == [("ada@x.io", "hard_bounce")]
     assert not Contact.objects.get(pk=message.contact_id).subscribed
+
+
+@pytest.mark.parametrize(("contact_id", "campaign_id"), [(1, 2), (987_654_321, 12), (5, 10**12)])
+def test_prepared_signing_gives_the_signers_token_and_reverses_url(contact_id, campaign_id, settings):
+    """The per-process HMAC and URL prefix (decision 57) produce exactly what Signer.sign and
+    reverse() did, so links already sent keep working and new ones read back."""
+    from django.core import signing
+    from django.urls import reverse
+
+    from campaigns.services.unsubscribe import unsubscribe_token_read, unsubscribe_url
+
+    token = unsubscribe_token(contact_id=contact_id, campaign_id=campaign_id)
+    signer = signing.Signer(salt="notifier.campaigns.unsubscribe")
+    assert token == signer.sign(f"{contact_id}.{campaign_id}")
+    target = unsubscribe_token_read(token)
+    assert (target.contact_id, target.campaign_id) == (contact_id, campaign_id)
+    settings.NOTIFIER_PUBLIC_URL = "https://mail.example.org/base/"
+    assert unsubscribe_url(contact_id=contact_id, campaign_id=campaign_id) == (
+        "https://mail.example.org/base" + reverse("unsubscribe", args=[token]))

@@ -60,12 +60,26 @@ class HttpReply:
 
 
 @dataclass(frozen=True)
+class Delivered:
+    """What one recipient would receive, after the ESP applied its substitutions."""
+
+    message_id: str | None
+    recipient: str
+    subject: str
+    text: str
+    html: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Accepted:
     """One recipient accepted by an endpoint, to be written to the ledger."""
 
     message_id: str | None
     recipient: str
     provider_message_id: str
+    # Filled by endpoints only when the fake records requests (tests), never in benchmarks.
+    content: Delivered | None = None
 
 
 @dataclass
@@ -104,6 +118,7 @@ class FakeHTTPServer(StartStopContext):
     ) -> None:
         self.record_requests = record_requests
         self._received: list[HttpRequest] = []
+        self._delivered: list[Delivered] = []
         self._sizes: list[int] = []  # body bytes of every request, kept even when not recording
         self._received_lock = threading.Lock()
         self.ledger = ledger if ledger is not None else Ledger()
@@ -160,6 +175,11 @@ class FakeHTTPServer(StartStopContext):
         with self._received_lock:
             return list(self._received)
 
+    def delivered(self) -> list[Delivered]:
+        """Per accepted recipient, the message after substitutions (``record_requests=True``)."""
+        with self._received_lock:
+            return list(self._delivered)
+
     # -- subclass hooks -------------------------------------------------------------
     def route(self, method: str, path: str) -> Endpoint | None:
         """Endpoint for this method and path, or ``None`` for 404."""
@@ -214,6 +234,8 @@ class FakeHTTPServer(StartStopContext):
         for item in result.accepted:
             self.ledger.record(self.name, item.message_id, item.recipient,
                                item.provider_message_id)
+        with self._received_lock:
+            self._delivered.extend(item.content for item in result.accepted if item.content)
         if fault.mode is Mode.ACCEPT_THEN_HANG and result.accepted:
             self._stopping.wait(fault.hang_seconds)
             self._drop(handler, Outcome.HUNG)

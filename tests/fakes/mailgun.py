@@ -20,6 +20,7 @@ from urllib.parse import parse_qs
 
 from tests.fakes.http_base import (
     Accepted,
+    Delivered,
     Endpoint,
     FakeHTTPServer,
     HttpReply,
@@ -104,7 +105,8 @@ class FakeMailgun(FakeHTTPServer):
                                                f"address: {rejected[0]}"}), [], Outcome.REJECTED)
         mg_id = f"<{time.strftime('%Y%m%d%H%M%S')}.{uuid.uuid4().hex[:16]}@{domain}>"
         raw_mid = (form.get(MESSAGE_ID_VAR) or form.get(MESSAGE_ID_HEADER) or [None])[0]
-        accepted = [Accepted(resolve_variable(raw_mid, variables.get(r)), r, mg_id)
+        accepted = [Accepted(resolve_variable(raw_mid, variables.get(r)), r, mg_id,
+                             _content(form, r, variables.get(r)) if self.record_requests else None)
                     for r in recipients]
         return Result(HttpReply.json(200, {"id": mg_id, "message": "Queued. Thank you."}),
                       accepted)
@@ -127,6 +129,36 @@ def _validate(form: Form) -> str | None:
     if not (form.get("text") or form.get("html") or form.get("template")):
         return "Need at least one of 'text', 'html' or 'template' parameters specified"
     return None
+
+
+_ANY_REFERENCE = re.compile(r"%recipient\.[^%\s]+%")
+
+
+def _content(form: Form, recipient: str, recipient_vars: Any) -> Delivered:
+    """What `recipient` receives: subject, text, HTML and `h:` headers with its variables
+    substituted, key after key, each over the result of the previous one (the pessimistic
+    reading: Mailgun does not document whether a substituted value is scanned again), then
+    references to unknown keys become empty strings, as Mailgun does."""
+    if "recipient-variables" not in form:  # not a batch send: nothing is substituted
+        parts = ((form.get(name) or [""])[0] for name in ("subject", "text", "html"))
+        headers = {name[2:]: vals[0] for name, vals in form.items() if name.startswith("h:")}
+        return Delivered(_literal_id(form), recipient, *parts, headers)
+    values = recipient_vars if isinstance(recipient_vars, dict) else {}
+
+    def substituted(text: str) -> str:
+        for key, value in values.items():
+            text = text.replace(f"%recipient.{key}%", str(value))
+        return _ANY_REFERENCE.sub("", text)
+
+    first = {name: (form.get(name) or [""])[0] for name in ("subject", "text", "html")}
+    headers = {name[2:]: substituted(vals[0]) for name, vals in form.items() if name.startswith("h:")}
+    mid = resolve_variable((form.get(MESSAGE_ID_VAR) or [None])[0], recipient_vars)
+    return Delivered(mid, recipient, substituted(first["subject"]), substituted(first["text"]),
+                     substituted(first["html"]), headers)
+
+
+def _literal_id(form: Form) -> str | None:
+    return (form.get(MESSAGE_ID_VAR) or form.get(MESSAGE_ID_HEADER) or [None])[0]
 
 
 def resolve_variable(value: str | None, recipient_vars: Any) -> str | None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from tests.fakes.http_base import (
     Accepted,
+    Delivered,
     Endpoint,
     FakeHTTPServer,
     HttpReply,
@@ -104,7 +105,8 @@ class FakeSendGrid(FakeHTTPServer):
         if rejected:
             return Result(HttpReply.json(400, sendgrid_errors(*rejected)), [], Outcome.REJECTED)
         x_message_id = uuid.uuid4().hex[:22]
-        accepted = [Accepted(mid, addr, x_message_id) for mid, addr in _recipients(body)]
+        contents = _contents(body) if self.record_requests else {}
+        accepted = [Accepted(mid, addr, x_message_id, contents.get(addr)) for mid, addr in _recipients(body)]
         return Result(HttpReply(202, b"", {"X-Message-Id": x_message_id}), accepted)
 
     def _rejections(self, personalizations: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -130,6 +132,32 @@ def _recipients(body: dict[str, Any]) -> list[tuple[str | None, str]]:
         for kind in ("to", "cc", "bcc"):
             pairs.extend((mid, r["email"]) for r in pers.get(kind) or [])
     return pairs
+
+
+def _contents(body: dict[str, Any]) -> dict[str, Delivered]:
+    """What each `to` address receives: the request's content and subject with the
+    personalization's `substitutions` applied, tag after tag in the order given, each over the
+    result of the previous one (the pessimistic reading: SendGrid does not document whether a
+    substituted value is scanned again, so a value holding another tag would be expanded)."""
+    content = {block["type"]: block["value"] for block in body.get("content") or []}
+    top = (body.get("custom_args") or {}).get(MESSAGE_ID_ARG)
+    delivered = {}
+    for pers in body["personalizations"]:
+        subs = pers.get("substitutions") or {}
+        mid = (pers.get("custom_args") or {}).get(MESSAGE_ID_ARG, top)
+        subject, text, html = (_substitute(v, subs) for v in (
+            pers.get("subject") or body.get("subject") or "", content.get("text/plain", ""),
+            content.get("text/html", "")))
+        for to in pers["to"]:
+            delivered[to["email"]] = Delivered(mid, to["email"], subject, text, html,
+                                               dict(pers.get("headers") or {}))
+    return delivered
+
+
+def _substitute(value: str, substitutions: dict[str, str]) -> str:
+    for tag, replacement in substitutions.items():
+        value = value.replace(tag, replacement)
+    return value
 
 
 def validate_mail_send(body: Any) -> list[tuple[str, str | None]]:
