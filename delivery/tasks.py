@@ -50,7 +50,7 @@ def _follow_up(report: BatchReport, priority: int, attempt: int) -> None:
 @shared_task(name="delivery.send_batch", bind=True, ignore_result=True)
 def send_batch(self, message_ids: list[int], priority: int, attempt: int = 0) -> dict:
     """Send a batch; transient failures come back as a new task after a short backoff."""
-    report = message_batch_send(message_ids=message_ids, token=self.request.id)
+    report = message_batch_send(message_ids=message_ids, token=self.request.id, priority=priority)
     _follow_up(report, priority, attempt)
     return {"sent": report.sent, "failed": report.failed, "retry": len(report.retry_ids),
             "deferred": len(report.deferred_ids), "dead": report.dead_lettered}
