@@ -1,13 +1,14 @@
 """Benchmark: fan-out of a 1,000,000-contact segment (rows written + batch tasks queued).
 
     DATABASE_URL=postgres://... REDIS_URL=redis://... python bench/campaign_fanout.py --client NAME \
-        [--priority normal]
+        [--priority normal] [--connections 2]
 
 Needs >= 1M contacts of the client NAME (python manage.py import_contacts bench-contacts.csv
 --client NAME; `--make-csv PATH [--rows N]` writes one); the campaign is that client's, so its
 audience is that client's contacts only (decision 50). Runs the real fan-out service in this
 process against PostgreSQL and the broker, prints seconds, rows/s, tasks published and this
-process's peak RSS, then deletes the rows and purges the send queue it filled. Stop send
+process's peak RSS, its CPU and the CPU of this database's PostgreSQL backends (bench/pg_cpu.py)
+per 1000 rows, and the load average, then deletes the rows and purges the send queue it filled. Stop send
 workers first, or they will start sending.
 """
 
@@ -40,14 +41,18 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows --make-csv writes")
     parser.add_argument("--client", default="", help="the API client (key prefix or name) owning contacts")
     parser.add_argument("--keep", action="store_true", help="keep the rows (for a send benchmark)")
+    parser.add_argument("--connections", type=int, default=0,
+                        help="NOTIFIER_FANOUT_CONNECTIONS for this run (default: the setting)")
     args = parser.parse_args()
     if args.make_csv:
         make_csv(args.make_csv, args.rows)
         return
     harness.django_setup()
+    from django.conf import settings
     from django.db import connection
 
     from audience.models import Contact
+    from bench.pg_cpu import BackendCpu
     from campaigns.models import Campaign
     from campaigns.services.fanout import campaign_fanout
     from clients.tenancy import client_by_reference
@@ -66,18 +71,32 @@ def main() -> None:
         priority=Priority.from_label(args.priority),
         audience={"client_id": owner.pk, "type": "segment", "definition": definition},
     )
+    if args.connections:
+        settings.NOTIFIER_FANOUT_CONNECTIONS = args.connections
+    load_before = Path("/proc/loadavg").read_text().split()[0]
+    usage_before = resource.getrusage(resource.RUSAGE_SELF)
     started = time.perf_counter()
-    report = campaign_fanout(campaign_id=campaign.pk)
+    with BackendCpu(connection.settings_dict["NAME"]) as pg:
+        report = campaign_fanout(campaign_id=campaign.pk)
     elapsed = time.perf_counter() - started
-    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    python_cpu = usage.ru_utime + usage.ru_stime - usage_before.ru_utime - usage_before.ru_stime
+    per_k = 1000 / max(report.inserted, 1)
     print(f"contacts={contacts} rows={report.inserted} excluded={report.excluded} tasks={report.tasks} "
-          f"seconds={elapsed:.1f} rows_per_s={report.inserted / elapsed:,.0f} peak_rss_mb={rss_mb:.0f} "
-          f"priority={args.priority}")
+          f"seconds={elapsed:.1f} rows_per_s={report.inserted / elapsed:,.0f} "
+          f"peak_rss_mb={usage.ru_maxrss / 1024:.0f} priority={args.priority} "
+          f"connections={getattr(settings, 'NOTIFIER_FANOUT_CONNECTIONS', 1)} "
+          f"python_cpu_s={python_cpu:.1f} pg_cpu_s={pg.seconds:.1f} "
+          f"pg_ms_per_1000_rows={pg.seconds * 1000 * per_k:.1f} "
+          f"load={load_before}->{Path('/proc/loadavg').read_text().split()[0]}")
     if not args.keep:
         with app.connection_for_write() as conn:
             conn.default_channel.queue_purge(queue_for(Priority.from_label(args.priority)))
         with connection.cursor() as cursor:  # raw: the ORM would load a million rows to cascade
             cursor.execute(f"DELETE FROM {EmailMessage._meta.db_table} WHERE campaign_id = %s", [campaign.pk])
+            # The next run must not insert into a table and indexes holding a million dead rows
+            # (autovacuum may be off or behind on a shared server: runs then do not compare).
+            cursor.execute(f"VACUUM {EmailMessage._meta.db_table}")
         campaign.delete()
 
 

@@ -40,6 +40,10 @@ class Campaign(models.Model):
     resume_status = models.CharField(max_length=16, blank=True, default="")
     # Fan-out progress: last contact id written; contacts skipped (suppressed/unsubscribed).
     fanout_cursor = models.BigIntegerField(default=0)
+    # The parallel fan-out's disjoint contact-id ranges, [[cursor, upper], ...]: each range is
+    # written by its own connection and resumes from its own cursor (decision 58). Empty until
+    # a fan-out starts; `fanout_cursor` then holds the highest cursor of any range.
+    fanout_ranges = models.JSONField(default=list, blank=True)
     fanout_done = models.BooleanField(default=False)
     excluded_count = models.PositiveIntegerField(default=0)
     # Recipients the campaign will have when its fan-out completes (messages written plus

@@ -7,9 +7,11 @@ worker, in the middle of a claimed batch: it must be quick, and an exception it 
 into the batch (the rows stay claimed until the task is redelivered), so a receiver that must not
 disturb sending catches its own errors.
 
-- `batch_claimed`: the batch's rows are claimed (SENDING under this task's token), nothing is
-  rendered or offered to an ESP yet. kwargs: `message_ids` (list[int], the claimed ids),
-  `token` (str, the claim token). Sender: `delivery.services.sending`.
+- `batch_claimed`: the batch's rows are taken, nothing is rendered or offered to an ESP yet:
+  claimed (SENDING under this task's token), or, on a bulk (P3) batch's first delivery, read
+  QUEUED to be claimed and handed over in one write after rendering (decision 59). kwargs:
+  `message_ids` (list[int], the ids taken), `token` (str, the claim token). Sender:
+  `delivery.services.sending`.
 - `message_rendering`: one message is about to be rendered, per recipient, before the hand-off
   mark. kwargs: `message_id` (int), `recipient` (str), `priority` (int). Sender: as above.
 """

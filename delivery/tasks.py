@@ -58,7 +58,8 @@ def send_batch(self, message_ids: list[int], priority: int, attempt: int = 0) ->
     if len(message_ids) == 1 and priority <= Priority.HIGH and settings.NOTIFIER_SEND_ONE_LEAN:
         report = message_send_one(message_id=message_ids[0], token=self.request.id)
     else:
-        report = message_batch_send(message_ids=message_ids, token=self.request.id)
+        report = message_batch_send(message_ids=message_ids, token=self.request.id,
+                                    priority=priority)
     _follow_up(report, priority, attempt)
     return (f"sent={report.sent} failed={report.failed} retry={len(report.retry_ids)} "
             f"deferred={len(report.deferred_ids)} dead={report.dead_lettered}")

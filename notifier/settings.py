@@ -371,3 +371,8 @@ NOTIFIER_OPTIMAL_FALLBACK_HOUR = env.int("NOTIFIER_OPTIMAL_FALLBACK_HOUR", defau
 # Campaign schedules (campaigns x scheduling): a campaign fan-out with no progress for this long
 # is published again by the scheduler (the broker was down at launch, or the worker died).
 NOTIFIER_CAMPAIGN_FANOUT_STALL_SECONDS = env.float("NOTIFIER_CAMPAIGN_FANOUT_STALL_SECONDS", default=60.0)
+# A campaign fan-out of at least this many contacts is written by NOTIFIER_FANOUT_CONNECTIONS
+# connections at once, over disjoint contact-id ranges (one INSERT uses one PostgreSQL backend,
+# i.e. one core; decision 58). Smaller ones run in the caller's connection.
+NOTIFIER_FANOUT_CONNECTIONS = env.int("NOTIFIER_FANOUT_CONNECTIONS", default=2)
+NOTIFIER_FANOUT_PARALLEL_MIN = env.int("NOTIFIER_FANOUT_PARALLEL_MIN", default=50_000)

@@ -10,6 +10,10 @@ Restart safety: a fan-out killed half-way is redelivered (acks_late) or re-run b
 starts from the cursor, and first re-publishes the campaign's unclaimed QUEUED rows, covering a
 crash between a chunk's commit and its publish (a second publish is harmless: the claim fences
 it). A session advisory lock keeps two copies of one campaign's fan-out from running at once.
+
+A big audience (NOTIFIER_FANOUT_PARALLEL_MIN contacts or more) is split into disjoint contact-id
+ranges written at once by NOTIFIER_FANOUT_CONNECTIONS threads, each with its own connection and
+its own cursor in `Campaign.fanout_ranges` (one INSERT uses one PostgreSQL backend: decision 58).
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from threading import Event
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import NOT_PROVIDED
 from django.utils import timezone
@@ -46,6 +52,7 @@ logger = logging.getLogger(__name__)
 Status = EmailMessage.Status
 CHUNK_SIZE = 1000
 REPUBLISH_CHUNK = 5000
+NO_UPPER = 2**63 - 1  # the last range is open: contacts added during the fan-out are reached
 LOCK_NAMESPACE = 7301  # pg advisory lock (namespace, campaign id): one fan-out per campaign
 MESSAGE_TABLE = EmailMessage._meta.db_table
 SUPPRESSION_TABLE = Suppression._meta.db_table
@@ -66,6 +73,11 @@ class FanoutReport:
     tasks: int = 0
     republished: int = 0
     finished: bool = False
+
+    def add(self, other: FanoutReport) -> None:
+        self.inserted += other.inserted
+        self.excluded += other.excluded
+        self.tasks += other.tasks
 
 
 def _insert_columns(
@@ -110,20 +122,23 @@ def _insert_columns(
 
 @dataclass(frozen=True)
 class ChunkStatement:
-    """One keyset chunk's SQL; the cursor fills one slot per bounded column."""
+    """One keyset chunk's SQL; the cursor and the range's upper bound fill one slot each per
+    bounded column."""
 
     sql: str
     before: list
     after: list
     cursor_slots: int
 
-    def params(self, cursor_id: int) -> list:
-        return [*self.before, *[cursor_id] * self.cursor_slots, *self.after]
+    def params(self, cursor_id: int, upper: int = NO_UPPER) -> list:
+        slots = self.cursor_slots
+        return [*self.before, *[cursor_id] * slots, *[upper] * slots, *self.after]
 
 
 def chunk_statement(campaign: Campaign) -> ChunkStatement:
     audience = audience_sql(campaign.audience, campaign_id=campaign.id)
     also = "".join(f" AND {column} > %s" for column in audience.keyset_also)
+    below = "".join(f" AND {column} <= %s" for column in ("c.id", *audience.keyset_also))
     sched = schedule_sql(campaign.schedule)
     columns, exprs, insert_params = _insert_columns(campaign, campaign.schedule)
     sql = f"""
@@ -131,7 +146,7 @@ WITH scan AS (
   SELECT c.id, c.email, c.name, c.timezone, c.locale, c.attributes, c.subscribed,
          {audience.data_expr} AS data
   FROM {CONTACT_TABLE} c {audience.joins}
-  WHERE {audience.where} AND c.id > %s{also} ORDER BY c.id LIMIT %s
+  WHERE {audience.where} AND c.id > %s{also}{below} ORDER BY c.id LIMIT %s
 ), eligible AS (
   SELECT s.* FROM scan s WHERE s.subscribed
     AND NOT EXISTS (SELECT 1 FROM {SUPPRESSION_TABLE} x WHERE x.email = s.email)
@@ -210,37 +225,111 @@ def _fanout_locked(campaign_id: int, report: FanoutReport) -> FanoutReport:
     if campaign.audience_size is None:
         _audience_size_record(campaign)
     campaign_schedule_compiled(campaign=campaign, now=campaign.created_at)
+    if not campaign.fanout_ranges and not campaign.fanout_cursor:
+        campaign.fanout_ranges = _ranges_record(campaign)
+    if campaign.fanout_ranges:
+        return _ranges_write(campaign, report)
     with _Publisher(campaign.priority, report) as publisher:
-        return _chunks_write(campaign, report, publisher)
+        whole = _Range(index=None, cursor=campaign.fanout_cursor, upper=NO_UPPER)
+        finished = _range_write(campaign, whole, report, publisher, Event())
+    if finished:
+        _finish_recorded(campaign.id, report)
+    return report
 
 
-def _chunk_runner(campaign: Campaign) -> Callable[[int], tuple]:
+@dataclass
+class _Range:
+    """Contacts with cursor < id <= upper; `index` is its place in `fanout_ranges` (None: the
+    single-connection fan-out, whose cursor is `fanout_cursor`)."""
+
+    index: int | None
+    cursor: int
+    upper: int
+
+
+def _ranges_record(campaign: Campaign) -> list[list[int]]:
+    """Split a big audience into equal contact-id ranges, one per connection; [] for one.
+
+    By id, not by count: the split costs two index probes, and a range that happens to hold
+    more of the audience only finishes later (the others are done and idle by then).
+    """
+    connections = settings.NOTIFIER_FANOUT_CONNECTIONS
+    if connections < 2 or (campaign.audience_size or 0) < settings.NOTIFIER_FANOUT_PARALLEL_MIN:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT min(id), max(id) FROM {CONTACT_TABLE}")
+        low, high = cursor.fetchone()
+    if low is None:
+        return []
+    span = high - low + 1
+    bounds = [low - 1 + span * k // connections for k in range(connections)] + [NO_UPPER]
+    ranges = [[bounds[k], bounds[k + 1]] for k in range(connections)]
+    Campaign.objects.filter(pk=campaign.id, fanout_cursor=0).update(fanout_ranges=ranges)
+    return ranges
+
+
+def _ranges_write(campaign: Campaign, report: FanoutReport) -> FanoutReport:
+    """Write every range at once, one thread and connection each; finish when all are done."""
+    stop = Event()  # a pause, cancel or error in one range stops the others after their chunk
+    ranges = [_Range(index=i, cursor=cursor, upper=upper)
+              for i, (cursor, upper) in enumerate(campaign.fanout_ranges)]
+    parts = [FanoutReport() for _ in ranges]
+    with ThreadPoolExecutor(max_workers=len(ranges), thread_name_prefix="fanout-range") as pool:
+        futures = [pool.submit(_range_in_thread, campaign, rng, part, stop)
+                   for rng, part in zip(ranges, parts, strict=True)]
+    for part in parts:
+        report.add(part)
+    exhausted = [future.result() for future in futures]  # re-raises a range's error
+    if all(exhausted):
+        _finish_recorded(campaign.id, report)
+    return report
+
+
+def _range_in_thread(campaign: Campaign, rng: _Range, part: FanoutReport, stop: Event) -> bool:
+    try:
+        with _Publisher(campaign.priority, part) as publisher:
+            return _range_write(campaign, rng, part, publisher, stop)
+    except BaseException:
+        stop.set()
+        raise
+    finally:
+        connection.close()  # this thread's own connection
+
+
+def _finish_recorded(campaign_id: int, report: FanoutReport) -> None:
+    with transaction.atomic():
+        _finish(campaign_id)
+    report.finished = True
+
+
+def _chunk_runner(campaign: Campaign) -> Callable[[int, int], tuple]:
     statement = chunk_statement(campaign)
 
-    def run(cursor_id: int) -> tuple:
+    def run(cursor_id: int, upper: int) -> tuple:
         with connection.cursor() as cursor:
             # No WAL flush wait per chunk: a chunk lost in a crash loses its cursor move with it
             # and is written again on restart; ids published for it find nothing to claim.
             cursor.execute("SET LOCAL synchronous_commit TO OFF")
-            cursor.execute(statement.sql, statement.params(cursor_id))
+            cursor.execute(statement.sql, statement.params(cursor_id, upper))
             return cursor.fetchone()
 
     return run
 
 
-def _chunks_write(campaign: Campaign, report: FanoutReport, publisher: _Publisher) -> FanoutReport:
+def _range_write(
+    campaign: Campaign, rng: _Range, report: FanoutReport, publisher: _Publisher, stop: Event
+) -> bool:
+    """Write one range chunk by chunk; True when it is exhausted, False when stopped."""
     publishes = schedule_sql(campaign.schedule).publishes
     run_chunk = _chunk_runner(campaign)
-    cursor_id = campaign.fanout_cursor
-    while True:
+    cursor_id = rng.cursor
+    while not stop.is_set():
         with transaction.atomic():
-            last_id, scanned, eligible, queued_ids, *rest = run_chunk(cursor_id)
+            last_id, scanned, eligible, queued_ids, *rest = run_chunk(cursor_id, rng.upper)
             if not scanned:
-                _finish(campaign.id)
-                report.finished = True
-                return report
+                return True
             cursor_id = last_id
-            still_sending = _advance(campaign.id, cursor_id, scanned - eligible)
+            still_sending = _advance(campaign.id, rng.index, cursor_id, scanned - eligible)
         report.inserted += len(queued_ids)
         report.excluded += scanned - eligible
         if rest and rest[0]:
@@ -248,9 +337,11 @@ def _chunks_write(campaign: Campaign, report: FanoutReport, publisher: _Publishe
             # scheduler's overdue sweep, a restarted fan-out or rebuild_schedule adds them.
             due.messages_schedule(items=[(int(pk), datetime.fromtimestamp(at, tz=UTC)) for pk, at in rest[0]])
         if not still_sending:
-            return report  # paused or cancelled: resume re-publishes what was written
+            stop.set()
+            return False  # paused or cancelled: resume re-publishes what was written
         if queued_ids and publishes:
             publisher.publish(queued_ids)
+    return False
 
 
 class _Publisher:
@@ -285,13 +376,22 @@ class _Publisher:
             self.executor.shutdown(wait=True)
 
 
-def _advance(campaign_id: int, cursor_id: int, excluded: int) -> bool:
+def _advance(campaign_id: int, range_index: int | None, cursor_id: int, excluded: int) -> bool:
+    """Move the range's cursor (and `fanout_cursor`, the progress the stall sweep watches) in the
+    chunk's transaction; False when the campaign is no longer sending or scheduled."""
+    if range_index is None:
+        sql = (f"UPDATE {CAMPAIGN_TABLE} SET fanout_cursor = %s, excluded_count = excluded_count + %s "
+               "WHERE id = %s AND fanout_cursor < %s RETURNING status")
+        params = [cursor_id, excluded, campaign_id, cursor_id]
+    else:
+        path = [str(range_index), "0"]
+        sql = (f"UPDATE {CAMPAIGN_TABLE} SET fanout_ranges = jsonb_set(fanout_ranges, %s::text[], "
+               "to_jsonb(%s::bigint)), fanout_cursor = GREATEST(fanout_cursor, %s), "
+               "excluded_count = excluded_count + %s "
+               "WHERE id = %s AND (fanout_ranges #>> %s::text[])::bigint < %s RETURNING status")
+        params = [path, cursor_id, cursor_id, excluded, campaign_id, path, cursor_id]
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {CAMPAIGN_TABLE} SET fanout_cursor = %s, excluded_count = excluded_count + %s "
-            "WHERE id = %s AND fanout_cursor < %s RETURNING status",
-            [cursor_id, excluded, campaign_id, cursor_id],
-        )
+        cursor.execute(sql, params)
         row = cursor.fetchone()
     return row is not None and row[0] in (Campaign.Status.SENDING, Campaign.Status.SCHEDULED)
 

@@ -30,6 +30,7 @@ from delivery.models import DeliveryAttempt, EmailMessage
 
 Status = EmailMessage.Status
 TABLE = EmailMessage._meta.db_table
+SUPPRESSION_TABLE = Suppression._meta.db_table
 
 
 def _placeholders(values: Sequence[object]) -> str:
@@ -107,6 +108,35 @@ def messages_mark_started(*, message_ids: Sequence[int], token: str) -> set[int]
     with connection.cursor() as cursor:
         cursor.execute(sql, [timezone.now(), *message_ids, Status.SENDING, token])
         return {row[0] for row in cursor.fetchall()}
+
+
+def messages_claim_hand_off(*, message_ids: Sequence[int], token: str) -> dict[int, tuple[str, int]]:
+    """QUEUED -> SENDING and handed over, in one synchronously committed UPDATE (bulk batches,
+    after rendering: decision 59); {id: (status, attempts)} of the rows it changed.
+
+    The claim and the hand-off mark of `messages_claim` + `messages_mark_started` in one write:
+    only rows returned SENDING may be sent; a crash after the commit leaves them handed over
+    (AMBIGUOUS after the lease, never resent blindly), a crash before it leaves them QUEUED with
+    nothing sent. A row whose address is suppressed by now goes to SUPPRESSED in the same write
+    (the send path's re-check, at the last moment before the provider).
+    """
+    if not message_ids:
+        return {}
+    sql = (
+        f"UPDATE {TABLE} SET status = CASE WHEN v.suppressed THEN %s ELSE %s END, "
+        f"send_started_at = CASE WHEN v.suppressed THEN NULL ELSE %s END, "
+        f"error = CASE WHEN v.suppressed THEN %s ELSE {TABLE}.error END, "
+        f"claim_token = %s, claimed_at = %s, attempts = {TABLE}.attempts + 1 "
+        f"FROM (SELECT m.id, EXISTS (SELECT 1 FROM {SUPPRESSION_TABLE} s WHERE s.email = lower(m.recipient)) "
+        f"AS suppressed FROM {TABLE} m WHERE m.id IN ({_placeholders(message_ids)})) v "
+        f"WHERE {TABLE}.id = v.id AND {TABLE}.status = %s AND {claim_guard_sql()} "
+        f"RETURNING {TABLE}.id, {TABLE}.status, {TABLE}.attempts"
+    )
+    now = timezone.now()
+    params = [Status.SUPPRESSED, Status.SENDING, now, "suppressed", token, now, *message_ids, Status.QUEUED]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)  # synchronous commit: exactly-once rests on this write
+        return {row[0]: (row[1], row[2]) for row in cursor.fetchall()}
 
 
 def _owned(message_ids: Sequence[int], token: str):

@@ -4,6 +4,11 @@ The order matters for exactly-once: the claim (one UPDATE) comes before any work
 mark comes right before the provider call; results are recorded per outcome, one UPDATE each.
 A crash before the hand-off leaves rows that the same task (redelivered) or the recovery loop
 can safely send again; a crash after it leaves rows that become AMBIGUOUS, never resent blindly.
+
+Bulk batches (P3) on a task's first delivery write each row once less (decision 59): the
+QUEUED rows are read and rendered unclaimed, then claimed and handed over in one synchronously
+committed UPDATE. A crash while rendering wrote nothing; the redelivered task (Redis remembers
+its first delivery) takes the path above, whose claim counts the attempt the poison guard reads.
 """
 
 from __future__ import annotations
@@ -16,9 +21,11 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone
+from redis.exceptions import RedisError
 
 from audience.models import Suppression
 from core.priorities import POOLS, Priority
+from core.redis_client import get_redis, redis_key
 from delivery import signals
 from delivery.extensions import message_headers
 from delivery.models import DeliveryAttempt, EmailMessage
@@ -33,6 +40,10 @@ from templates.rendering import TemplateError, render_for_send
 
 logger = logging.getLogger(__name__)
 Status = EmailMessage.Status
+# Bulk batches only (decision 59): a P2 batch keeps its claim before rendering, the state
+# tests/campaigns/test_campaign_e2e.py kills workers in and pause/bounce tests observe.
+HAND_OFF_AT_CLAIM = frozenset({Priority.LOW})
+FIRST_DELIVERY_TTL_SECONDS = 3600  # the broker's visibility timeout: redeliveries come sooner
 
 
 @dataclass
@@ -54,8 +65,13 @@ class BatchReport:
     split_ids: list[int] = field(default_factory=list)
 
 
-def message_batch_send(*, message_ids: Sequence[int], token: str) -> BatchReport:
+def message_batch_send(*, message_ids: Sequence[int], token: str, priority: int | None = None) -> BatchReport:
+    """Send a batch; `priority` (the task's) lets a bulk (P3) batch's first delivery claim and
+    hand over in one write."""
     report = BatchReport()
+    first = priority in HAND_OFF_AT_CLAIM and _first_delivery(token)
+    if first and _send_claimed_at_hand_off(message_ids, token, report):
+        return report
     if len(message_ids) > 1 and _redelivered(message_ids, token):
         report.split_ids = _split(message_ids, token)
         return report
@@ -72,6 +88,60 @@ def message_batch_send(*, message_ids: Sequence[int], token: str) -> BatchReport
         attempts = dict(claimed)
         _send_with_failover(emails, token, report, attempts)
     return report
+
+
+def _first_delivery(token: str) -> bool:
+    """True the first time this task id runs (SET NX); False on a redelivery or if Redis is
+    unreachable (the three-write path is always safe)."""
+    try:
+        key = redis_key("delivery", "batch_seen", token)
+        return bool(get_redis().set(key, 1, nx=True, ex=FIRST_DELIVERY_TTL_SECONDS))
+    except RedisError:
+        logger.warning("first-delivery marker unavailable; claiming before rendering", exc_info=True)
+        return False
+
+
+def _send_claimed_at_hand_off(message_ids: Sequence[int], token: str, report: BatchReport) -> bool:
+    """Render the QUEUED rows unclaimed, then claim + hand over in one write; False (nothing
+    written) when a row needs the classic path: bulk rows only, and a row that
+    this claim would take past its attempt limit is dead-lettered there (poison guard)."""
+    messages = list(
+        EmailMessage.objects.filter(id__in=message_ids, status=Status.QUEUED).select_related(
+            "template_version", "contact"
+        )
+    )
+    if any(m.priority not in HAND_OFF_AT_CLAIM or m.attempts >= _limit(m.priority) for m in messages):
+        return False
+    if not messages:
+        return True  # claimed by another copy, or not QUEUED any more: nothing to do
+    # Receivers see the batch before rendering, as on the classic path (rows not claimed yet).
+    signals.batch_claimed.send(sender=__name__, message_ids=[m.id for m in messages], token=token)
+    emails = _render_all(messages, token, report)  # its FAILED mark owns no row yet: see below
+    claimed = ledger.messages_claim_hand_off(message_ids=[e.message_id for e in emails], token=token)
+    report.suppressed += sum(1 for status, _ in claimed.values() if status == Status.SUPPRESSED)
+    _unrenderable_fail(messages, emails, token, report)
+    emails = [e for e in emails if claimed.get(e.message_id, ("", 0))[0] == Status.SENDING]
+    if emails:
+        attempts = {pk: count for pk, (_, count) in claimed.items()}
+        _send_with_failover(emails, token, report, attempts)
+    return True
+
+
+def _unrenderable_fail(
+    messages: list[EmailMessage], emails: list[OutgoingEmail], token: str, report: BatchReport
+) -> None:
+    """Rows that failed to render: claim them (counting the attempt) and render them again,
+    which marks them FAILED with their error now that this task owns them."""
+    rendered = {email.message_id for email in emails}
+    broken = [m for m in messages if m.id not in rendered]
+    if not broken:
+        return
+    owned = {pk for pk, _ in ledger.messages_claim(message_ids=[m.id for m in broken], token=token)}
+    _render_all([m for m in broken if m.id in owned], token, report)
+
+
+def _limit(priority: int) -> int:
+    return POOLS[Priority(priority)].max_send_attempts
 
 
 def _redelivered(message_ids: Sequence[int], token: str) -> bool:

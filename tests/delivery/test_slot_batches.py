@@ -183,5 +183,5 @@ def test_the_mailgun_form_body_is_what_urlencode_writes():
 
     version = _Version(750_001)
     emails = _emails(version, NAMES)
-    fields = message_form(emails) + [("x", "a b+c&d=e%f/é😀\n~_.-")]
+    fields = [*message_form(emails), ("x", "a b+c&d=e%f/é😀\n~_.-")]
     assert form_body(fields) == urlencode(fields).encode("ascii")
