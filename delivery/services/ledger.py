@@ -24,13 +24,13 @@ from django.dispatch import receiver
 from django.utils import timezone
 from psycopg2.errors import InvalidSqlStatementName
 
-from audience.models import Contact, Suppression
+from audience.models import Contact
+from audience.selectors import email_is_suppressed_sql
 from delivery.extensions import claim_guard_sql, requeue_guard_sql
 from delivery.models import DeliveryAttempt, EmailMessage
 
 Status = EmailMessage.Status
 TABLE = EmailMessage._meta.db_table
-SUPPRESSION_TABLE = Suppression._meta.db_table
 
 
 def _placeholders(values: Sequence[object]) -> str:
@@ -127,7 +127,7 @@ def messages_claim_hand_off(*, message_ids: Sequence[int], token: str) -> dict[i
         f"send_started_at = CASE WHEN v.suppressed THEN NULL ELSE %s END, "
         f"error = CASE WHEN v.suppressed THEN %s ELSE {TABLE}.error END, "
         f"claim_token = %s, claimed_at = %s, attempts = {TABLE}.attempts + 1 "
-        f"FROM (SELECT m.id, EXISTS (SELECT 1 FROM {SUPPRESSION_TABLE} s WHERE s.email = lower(m.recipient)) "
+        f"FROM (SELECT m.id, {email_is_suppressed_sql('lower(m.recipient)')} "
         f"AS suppressed FROM {TABLE} m WHERE m.id IN ({_placeholders(message_ids)})) v "
         f"WHERE {TABLE}.id = v.id AND {TABLE}.status = %s AND {claim_guard_sql()} "
         f"RETURNING {TABLE}.id, {TABLE}.status, {TABLE}.attempts"
@@ -485,14 +485,14 @@ def message_claim_for_send(*, message_id: int, token: str) -> ClaimedMessage | N
     Same guard as `messages_claim` (QUEUED, or this very task redelivered before its hand-off;
     the registered claim guards), same asynchronous commit (decision 32).
     """
-    suppression, contact = Suppression._meta.db_table, Contact._meta.db_table
+    contact = Contact._meta.db_table
     sql = (
         f"UPDATE {TABLE} SET status = %s, claim_token = %s, claimed_at = %s, "
         f"attempts = attempts + 1 WHERE id = %s AND "
         f"(status = %s OR (status = %s AND claim_token = %s AND send_started_at IS NULL)) "
         f"AND {claim_guard_sql()} "
         f"RETURNING id, attempts, priority, recipient, context, template_version_id, campaign_id, "
-        f"contact_id, EXISTS (SELECT 1 FROM {suppression} s WHERE s.email = lower({TABLE}.recipient)), "
+        f"contact_id, {email_is_suppressed_sql(f'lower({TABLE}.recipient)')}, "
         f"COALESCE((SELECT c.locale FROM {contact} c WHERE c.id = {TABLE}.contact_id), '')"
     )
     params = [Status.SENDING, token, timezone.now(), message_id, Status.QUEUED, Status.SENDING, token]

@@ -9,8 +9,8 @@ INSERT and a SENT mark, each its own statement (docs/decisions.md 54). Here:
 2. render (the template version and its compiled form are cached per process: versions are
    immutable), outside any transaction;
 3. the hand-off mark, a statement of its own with a synchronous commit;
-4. the provider call, through the same failover service (breakers, rate limits, provider-fault
-   detection) as a batch;
+4. the provider call, through the batch path's failover, retry and dead-letter code (breakers,
+   rate limits, provider-fault detection);
 5. the SENT mark and its attempt row in one statement (asynchronous commit).
 
 The exactly-once argument is the batch path's (decisions 31-32), unchanged: the claim comes
@@ -26,27 +26,24 @@ The signals the fault tests use (delivery/signals.py) are sent at the same steps
 
 from __future__ import annotations
 
-import logging
-
-from django.conf import settings
-
-from core.priorities import POOLS, Priority
 from delivery import signals
-from delivery.extensions import message_headers
-from delivery.models import DeliveryAttempt, EmailMessage
+from delivery.models import EmailMessage
 from delivery.providers.base import Outcome, OutgoingEmail, SendResult
 from delivery.services import ledger
 from delivery.services.dead_letters import messages_dead_letter
-from delivery.services.failover import emails_send_with_failover
-from delivery.services.provider_faults import recorded_error
-from delivery.services.rate_limits import emails_admit
-from delivery.services.sending import BatchReport
+from delivery.services.sending import (
+    POISON_ERROR,
+    BatchReport,
+    Recorder,
+    attempt_limit,
+    outgoing_email,
+    results_recorder,
+    send_with_failover,
+)
 from templates.models import TemplateVersion
-from templates.rendering import TemplateError, compile_version, render, variant_for_locale
+from templates.rendering import TemplateError, variant_for_locale
 
-logger = logging.getLogger(__name__)
 Status = EmailMessage.Status
-POISON_ERROR = "gave up: claimed too many times without an answer (poison?)"
 
 # Template versions are immutable (a change publishes a new version): read once per process.
 _versions: dict[int, TemplateVersion] = {}
@@ -65,13 +62,14 @@ def message_send_one(*, message_id: int, token: str) -> BatchReport:
     email = _render(claimed, token, report)
     if email is None or not ledger.message_mark_started(message_id=claimed.id, token=token):
         return report
-    _send(email, claimed.attempts, token, report)
+    send_with_failover([email], token, report, {claimed.id: claimed.attempts},
+                       record=_recorder(token, report))
     return report
 
 
 def _sendable(claimed: ledger.ClaimedMessage, token: str, report: BatchReport) -> bool:
     """Poison guard and suppression at send, as the batch path's `_load` and `_drop_suppressed`."""
-    if claimed.attempts > POOLS[Priority(claimed.priority)].max_send_attempts:
+    if claimed.attempts > attempt_limit(claimed.priority):
         report.dead_lettered += messages_dead_letter(message_ids=[claimed.id], token=token,
                                                      error=POISON_ERROR)
         return False
@@ -93,89 +91,37 @@ def _version(version_id: int) -> TemplateVersion:
 
 
 def _render(claimed: ledger.ClaimedMessage, token: str, report: BatchReport) -> OutgoingEmail | None:
-    signals.message_rendering.send(
-        sender=__name__, message_id=claimed.id, recipient=claimed.recipient, priority=claimed.priority
-    )
+    """The batch path's render of one message (an unsaved row carries what it reads)."""
+    message = EmailMessage(id=claimed.id, recipient=claimed.recipient, priority=claimed.priority,
+                           context=claimed.context, campaign_id=claimed.campaign_id,
+                           contact_id=claimed.contact_id)
     version = variant_for_locale(_version(claimed.template_version_id), claimed.locale)
-    compiled = compile_version(version.id, version.subject, version.html_body, version.text_body)
     try:
-        rendered = render(compiled, claimed.context)
+        return outgoing_email(message, version)
     except TemplateError as exc:
         report.failed += ledger.messages_mark_final(
             message_ids=[claimed.id], token=token, status=Status.FAILED, error=f"render failed: {exc}"
         )
         return None
-    headers = message_headers(EmailMessage(id=claimed.id, recipient=claimed.recipient,
-                                           campaign_id=claimed.campaign_id, contact_id=claimed.contact_id))
-    return OutgoingEmail(
-        message_id=claimed.id, recipient=claimed.recipient, from_email=settings.NOTIFIER_FROM_EMAIL,
-        subject=rendered.subject, text=rendered.text, html=rendered.html, headers=headers,
-        priority=claimed.priority,
-    )
 
 
-def _send(email: OutgoingEmail, attempts: int, token: str, report: BatchReport) -> None:
-    """Providers in failover order; then retry, defer or dead-letter, as a batch would."""
-    last: list[tuple[str, SendResult]] = []
+def _recorder(token: str, report: BatchReport) -> Recorder:
+    """The batch path's recorder, but an acceptance is the SENT mark and its attempt row in
+    one statement."""
+    others = results_recorder(token, report)
 
     def record(name: str, results: list[SendResult]) -> None:
+        rest = []
         for result in results:
-            last.append((name, result))
-            _record(name, result, token, report)
+            if result.outcome is not Outcome.ACCEPTED:
+                rest.append(result)
+                continue
+            report.sent += ledger.message_mark_sent_with_attempt(
+                message_id=result.message_id, token=token, provider=name,
+                provider_message_id=result.provider_message_id, response_code=result.response_code,
+                duration_ms=result.duration_ms,
+            )
+        if rest:
+            others(name, rest)
 
-    outcome = emails_send_with_failover(emails=[email], on_results=record, admit=emails_admit)
-    if outcome.deferred:
-        ledger.messages_defer(message_ids=[email.message_id], token=token,
-                              reason="throttled or every provider unavailable")
-        report.deferred_ids.append(email.message_id)
-        report.defer_seconds = outcome.wait_seconds
-    if outcome.failed:
-        _retry_or_dead_letter(email, attempts, last[-1] if last else None, token, report)
-    if outcome.wait_seconds:
-        report.retry_after_seconds = outcome.wait_seconds
-
-
-def _record(name: str, result: SendResult, token: str, report: BatchReport) -> None:
-    """One provider's verdict: SENT with its attempt row in one statement; anything else as the
-    batch path records it (attempt row; FAILED or AMBIGUOUS final; TRANSIENT left to failover)."""
-    if result.outcome is Outcome.ACCEPTED:
-        report.sent += ledger.message_mark_sent_with_attempt(
-            message_id=result.message_id, token=token, provider=name,
-            provider_message_id=result.provider_message_id, response_code=result.response_code,
-            duration_ms=result.duration_ms,
-        )
-        return
-    DeliveryAttempt.objects.create(
-        message_id=result.message_id, provider=name, outcome=result.outcome.value,
-        response_code=result.response_code, error=result.error[:2000], duration_ms=result.duration_ms,
-    )
-    final = {Outcome.PERMANENT: Status.FAILED, Outcome.AMBIGUOUS: Status.AMBIGUOUS}.get(result.outcome)
-    if final is None:
-        return
-    changed = ledger.messages_mark_final(message_ids=[result.message_id], token=token, status=final,
-                                         error=recorded_error(result))
-    report.failed += changed if final == Status.FAILED else 0
-    report.ambiguous += changed if final == Status.AMBIGUOUS else 0
-
-
-def _retry_or_dead_letter(
-    email: OutgoingEmail, attempts: int, last: tuple[str, SendResult] | None, token: str,
-    report: BatchReport,
-) -> None:
-    if attempts >= POOLS[Priority(email.priority)].max_send_attempts:
-        error = _attempt_error(last) or "all providers refused"
-        report.dead_lettered += messages_dead_letter(message_ids=[email.message_id], token=token,
-                                                     error=error)
-        return
-    ledger.messages_release(message_ids=[email.message_id], token=token,
-                            error="all providers refused; retrying")
-    report.retry_ids.append(email.message_id)
-    logger.warning("no provider accepted message %d; retrying", email.message_id)
-
-
-def _attempt_error(last: tuple[str, SendResult] | None) -> str:
-    """The dead letter's reason, worded as the batch path words it from the last attempt row."""
-    if last is None:
-        return ""
-    name, result = last
-    return f"{name} {result.response_code} {result.error[:2000]}".strip()
+    return record

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 
 from django.conf import settings
 from django.db import connection
@@ -36,6 +37,7 @@ from delivery.services.failover import emails_send_with_failover
 from delivery.services.provider_faults import recorded_error
 from delivery.services.rate_limits import emails_admit
 from delivery.services.variants import variant_for_message, variants_for_batch
+from templates.models import TemplateVersion
 from templates.rendering import TemplateError, render_for_send
 
 logger = logging.getLogger(__name__)
@@ -44,6 +46,8 @@ Status = EmailMessage.Status
 # tests/campaigns/test_campaign_e2e.py kills workers in and pause/bounce tests observe.
 HAND_OFF_AT_CLAIM = frozenset({Priority.LOW})
 FIRST_DELIVERY_TTL_SECONDS = 3600  # the broker's visibility timeout: redeliveries come sooner
+POISON_ERROR = "gave up: claimed too many times without an answer (poison?)"
+Recorder = Callable[[str, list[SendResult]], None]
 
 
 @dataclass
@@ -86,7 +90,7 @@ def message_batch_send(*, message_ids: Sequence[int], token: str, priority: int 
     emails = [email for email in emails if email.message_id in started]
     if emails:
         attempts = dict(claimed)
-        _send_with_failover(emails, token, report, attempts)
+        send_with_failover(emails, token, report, attempts)
     return report
 
 
@@ -110,37 +114,34 @@ def _send_claimed_at_hand_off(message_ids: Sequence[int], token: str, report: Ba
             "template_version", "contact"
         )
     )
-    if any(m.priority not in HAND_OFF_AT_CLAIM or m.attempts >= _limit(m.priority) for m in messages):
+    if any(m.priority not in HAND_OFF_AT_CLAIM or m.attempts >= attempt_limit(m.priority) for m in messages):
         return False
     if not messages:
         return True  # claimed by another copy, or not QUEUED any more: nothing to do
     # Receivers see the batch before rendering, as on the classic path (rows not claimed yet).
     signals.batch_claimed.send(sender=__name__, message_ids=[m.id for m in messages], token=token)
-    emails = _render_all(messages, token, report)  # its FAILED mark owns no row yet: see below
+    emails, broken = _render_each(messages)
     claimed = ledger.messages_claim_hand_off(message_ids=[e.message_id for e in emails], token=token)
     report.suppressed += sum(1 for status, _ in claimed.values() if status == Status.SUPPRESSED)
-    _unrenderable_fail(messages, emails, token, report)
+    _unrenderable_fail(broken, token, report)
     emails = [e for e in emails if claimed.get(e.message_id, ("", 0))[0] == Status.SENDING]
     if emails:
         attempts = {pk: count for pk, (_, count) in claimed.items()}
-        _send_with_failover(emails, token, report, attempts)
+        send_with_failover(emails, token, report, attempts)
     return True
 
 
-def _unrenderable_fail(
-    messages: list[EmailMessage], emails: list[OutgoingEmail], token: str, report: BatchReport
-) -> None:
-    """Rows that failed to render: claim them (counting the attempt) and render them again,
-    which marks them FAILED with their error now that this task owns them."""
-    rendered = {email.message_id for email in emails}
-    broken = [m for m in messages if m.id not in rendered]
+def _unrenderable_fail(broken: dict[str, list[int]], token: str, report: BatchReport) -> None:
+    """Rows that failed to render unclaimed: claim them (counting the attempt), then mark the
+    ones this task now owns FAILED with their error."""
     if not broken:
         return
-    owned = {pk for pk, _ in ledger.messages_claim(message_ids=[m.id for m in broken], token=token)}
-    _render_all([m for m in broken if m.id in owned], token, report)
+    owned = {pk for pk, _ in ledger.messages_claim(message_ids=list(chain(*broken.values())), token=token)}
+    _broken_fail({error: [pk for pk in ids if pk in owned] for error, ids in broken.items()}, token, report)
 
 
-def _limit(priority: int) -> int:
+def attempt_limit(priority: int) -> int:
+    """How many claims a message of `priority` gets before it is dead-lettered."""
     return POOLS[Priority(priority)].max_send_attempts
 
 
@@ -171,10 +172,9 @@ def _load(claimed: list[tuple[int, int]], token: str, report: BatchReport) -> li
             "template_version", "contact"
         )
     )
-    exhausted = [m.id for m in rows if m.attempts > POOLS[Priority(m.priority)].max_send_attempts]
+    exhausted = [m.id for m in rows if m.attempts > attempt_limit(m.priority)]
     if exhausted:
-        error = "gave up: claimed too many times without an answer (poison?)"
-        report.dead_lettered += messages_dead_letter(message_ids=exhausted, token=token, error=error)
+        report.dead_lettered += messages_dead_letter(message_ids=exhausted, token=token, error=POISON_ERROR)
     return [m for m in rows if m.id not in set(exhausted)]
 
 
@@ -191,47 +191,70 @@ def _drop_suppressed(messages: list[EmailMessage], token: str, report: BatchRepo
 
 
 def _render_all(messages: list[EmailMessage], token: str, report: BatchReport) -> list[OutgoingEmail]:
-    emails, broken = [], defaultdict(list)
-    variants = variants_for_batch(messages)
-    for message in messages:
-        signals.message_rendering.send(
-            sender=__name__, message_id=message.id, recipient=message.recipient, priority=message.priority
-        )
-        version = variant_for_message(message, variants)
-        try:
-            rendered = render_for_send(version, message.context)
-        except TemplateError as exc:
-            broken[f"render failed: {exc}"].append(message.id)
-            continue
-        emails.append(
-            OutgoingEmail(
-                message_id=message.id,
-                recipient=message.recipient,
-                from_email=settings.NOTIFIER_FROM_EMAIL,
-                subject=rendered.subject,
-                text=rendered.text,
-                html=rendered.html,
-                headers=message_headers(message),
-                priority=message.priority,
-                fill=rendered.fill,
-            )
-        )
-    for error, ids in broken.items():
-        report.failed += ledger.messages_mark_final(
-            message_ids=ids, token=token, status=Status.FAILED, error=error
-        )
+    """Render the claimed rows; the ones that cannot be rendered are FAILED with their error."""
+    emails, broken = _render_each(messages)
+    _broken_fail(broken, token, report)
     return emails
 
 
-def _send_with_failover(
-    emails: list[OutgoingEmail], token: str, report: BatchReport, attempts: dict[int, int]
-) -> None:
-    """Providers in order (failover service); then retry, defer or dead-letter what is left."""
+def _render_each(messages: list[EmailMessage]) -> tuple[list[OutgoingEmail], dict[str, list[int]]]:
+    """The rendered emails, and the ids that failed to render grouped by error."""
+    emails: list[OutgoingEmail] = []
+    broken: dict[str, list[int]] = defaultdict(list)
+    variants = variants_for_batch(messages)
+    for message in messages:
+        try:
+            emails.append(outgoing_email(message, variant_for_message(message, variants)))
+        except TemplateError as exc:
+            broken[f"render failed: {exc}"].append(message.id)
+    return emails, broken
+
+
+def outgoing_email(message: EmailMessage, version: TemplateVersion) -> OutgoingEmail:
+    """One message rendered from `version` (its locale's variant), ready for a provider; raises
+    TemplateError. Receivers of `message_rendering` hear of it first (delivery/signals.py)."""
+    signals.message_rendering.send(
+        sender=__name__, message_id=message.id, recipient=message.recipient, priority=message.priority
+    )
+    rendered = render_for_send(version, message.context)
+    return OutgoingEmail(
+        message_id=message.id,
+        recipient=message.recipient,
+        from_email=settings.NOTIFIER_FROM_EMAIL,
+        subject=rendered.subject,
+        text=rendered.text,
+        html=rendered.html,
+        headers=message_headers(message),
+        priority=message.priority,
+        fill=rendered.fill,
+    )
+
+
+def _broken_fail(broken: dict[str, list[int]], token: str, report: BatchReport) -> None:
+    for error, ids in broken.items():
+        if ids:
+            report.failed += ledger.messages_mark_final(
+                message_ids=ids, token=token, status=Status.FAILED, error=error
+            )
+
+
+def results_recorder(token: str, report: BatchReport) -> Recorder:
+    """Each provider's verdicts: attempt rows, then the ledger (the failover calls it)."""
 
     def record(name: str, results: list[SendResult]) -> None:
         _record_attempts(name, results)
         _record_results(name, results, token, report)
 
+    return record
+
+
+def send_with_failover(
+    emails: list[OutgoingEmail], token: str, report: BatchReport, attempts: dict[int, int],
+    record: Recorder | None = None,
+) -> None:
+    """Providers in order (failover service), each one's verdicts to `record` (default:
+    `results_recorder`); then retry, defer or dead-letter what is left."""
+    record = record or results_recorder(token, report)
     outcome = emails_send_with_failover(emails=emails, on_results=record, admit=emails_admit)
     if outcome.deferred:
         ids = [email.message_id for email in outcome.deferred]
@@ -248,16 +271,12 @@ def _send_with_failover(
 def _retry_or_dead_letter(
     failed: list[OutgoingEmail], token: str, report: BatchReport, attempts: dict[int, int]
 ) -> None:
-    limit = {email.message_id: _max_attempts(email) for email in failed}
+    limit = {email.message_id: attempt_limit(email.priority) for email in failed}
     done = [e.message_id for e in failed if attempts.get(e.message_id, 0) >= limit[e.message_id]]
     if done:
         error = _last_error(done) or "all providers refused"
         report.dead_lettered += messages_dead_letter(message_ids=done, token=token, error=error)
     _release_for_retry([e for e in failed if e.message_id not in set(done)], token, report)
-
-
-def _max_attempts(email: OutgoingEmail) -> int:
-    return POOLS[Priority(email.priority)].max_send_attempts
 
 
 def _last_error(message_ids: list[int]) -> str:
