@@ -42,6 +42,7 @@ from delivery.providers.http import (
     post,
     results_for_answer,
 )
+from delivery.providers.substitution import content_holds, substitutable_template
 from templates.slots import SlotTemplate
 
 MAX_PER_REQUEST = 1000
@@ -97,11 +98,7 @@ def _slot_template(email: OutgoingEmail) -> SlotTemplate | None:
     Mailgun substitutes `%recipient.<key>%` "virtually anywhere in the message" and does not
     document whether a substituted value is scanned again, so a message whose subject, values or
     headers hold `%recipient` keeps the whole-part path (as every message did before)."""
-    fill = email.fill
-    if fill is None:
-        return None
-    values = (*fill.html, *fill.text, email.subject, *email.headers.values())
-    return None if any(_REFERENCE in value for value in values) else fill.template
+    return substitutable_template(email, _REFERENCE)
 
 
 _REFERENCE = "%recipient"
@@ -128,8 +125,7 @@ def _shared_bytes(template: SlotTemplate) -> int:
 
 def _holds_reference(email: OutgoingEmail) -> bool:
     """Content that holds `%recipient` itself: in a batch Mailgun would substitute it."""
-    return any(_REFERENCE in part for part in (email.subject, email.text, email.html,
-                                               *email.headers.values()))
+    return content_holds(email, (_REFERENCE,))
 
 
 def _literal_form(email: OutgoingEmail) -> list[tuple[str, str]]:

@@ -40,6 +40,7 @@ from delivery.providers.http import (
     post,
     results_for_answer,
 )
+from delivery.providers.substitution import content_holds, substitutable_template
 from templates.slots import SlotTemplate
 
 MAX_PER_REQUEST = 1000
@@ -139,8 +140,7 @@ def _requests_for(emails: Sequence[OutgoingEmail], max_bytes: int,
 def _holds_tag(email: OutgoingEmail) -> bool:
     """Content that holds one of our whole-body tags: in a shared request SendGrid would
     substitute it (in the subject too), so it goes alone, with literal content."""
-    return any(tag in part for tag in (TEXT_TAG, HTML_TAG)
-               for part in (email.subject, email.text, email.html, *email.headers.values()))
+    return content_holds(email, (TEXT_TAG, HTML_TAG))
 
 
 def _slot_template(email: OutgoingEmail) -> SlotTemplate | None:
@@ -150,14 +150,7 @@ def _slot_template(email: OutgoingEmail) -> SlotTemplate | None:
     not document, so a message where a tag could appear other than where we put one (its subject,
     a value or a header holding the template's nonce), or with an empty value (substitution
     values are documented as non-empty strings only by example), keeps the literal path."""
-    fill = email.fill
-    if fill is None:
-        return None
-    nonce = fill.template.nonce
-    values = (*fill.html, *fill.text, email.subject, *email.headers.values())
-    if any(nonce in value for value in values) or not all(fill.html) or not all(fill.text):
-        return None
-    return fill.template
+    return substitutable_template(email, empty_values=False)
 
 
 @lru_cache(maxsize=64)
