@@ -107,8 +107,8 @@ class _Step:
     followed: bool = False
 
 
-def _commands(plan: _Plan) -> bytes:
-    envelope = plan.envelope
+def _commands(envelope: Envelope) -> bytes:
+    """MAIL, RCPT and DATA of one transaction, as one pipelined group."""
     options = "".join(f" {option}" for option in envelope.mail_options)
     commands = f"MAIL FROM:<{envelope.sender}>{options}\r\nRCPT TO:<{envelope.recipient}>\r\nDATA\r\n"
     # UTF-8 only reaches the wire in an SMTPUTF8 transaction (envelope_for refused it otherwise).
@@ -203,7 +203,8 @@ class SmtpProvider(Provider):
     ) -> tuple[SendResult, bool]:
         """(this message's result, whether the next message's commands went out behind its body)."""
         started = time.monotonic()
-        step = _Step(ahead=ahead, follow=_commands(following) if following and following.envelope else b"")
+        ready = following is not None and following.envelope is not None
+        step = _Step(ahead=ahead, follow=_commands(following.envelope) if ready else b"")
         try:
             outcome, code, error = self._planned_transaction(connection, plan, step)
         except (TimeoutError, *_CONNECTION_ERRORS) as exc:
@@ -274,7 +275,7 @@ class SmtpProvider(Provider):
         write per message. `step.ahead`: this message's commands already went out that way."""
         step = step or _Step()
         if not step.ahead:
-            connection.send(_commands(_Plan("", envelope, payload)))
+            connection.send(_commands(envelope))
         (mail_code, mail_reply), (rcpt_code, rcpt_reply), (data_code, data_reply) = (
             connection.getreply(), connection.getreply(), connection.getreply()
         )
