@@ -9,27 +9,22 @@ api_client_revoke) at once. The cache holds sha256 digests of keys, never a key.
 from __future__ import annotations
 
 import hashlib
-import time
 
 from django.conf import settings
 
 from clients.models import ApiClient
+from core.expiring import ExpiringMap
 
-_MAX_CACHED_KEYS = 10_000
-
-# sha256 of the key -> (client, monotonic time it was read); dict operations are atomic under
-# the GIL, and a lost race only costs one more read.
-_verified: dict[str, tuple[ApiClient, float]] = {}
+# sha256 of the key -> the client it verified to
+_verified: ExpiringMap[str, ApiClient] = ExpiringMap(max_entries=10_000)
 
 
 def api_key_cache_forget(client_id: str | None = None) -> None:
     """Forget this process's verified keys: of one client, or all of them."""
     if client_id is None:
         _verified.clear()
-        return
-    for digest, (client, _) in list(_verified.items()):
-        if client.pk == client_id:
-            _verified.pop(digest, None)
+    else:
+        _verified.forget_where(lambda client: client.pk == client_id)
 
 
 def forget_changed_client(sender: type, instance: ApiClient, **kwargs: object) -> None:
@@ -40,14 +35,5 @@ def forget_changed_client(sender: type, instance: ApiClient, **kwargs: object) -
 def client_for_key(key: str) -> ApiClient:
     """The usable client of `key` (raises ApiClient.DoesNotExist), from the cache when fresh."""
     digest = hashlib.sha256(key.encode()).hexdigest()
-    now = time.monotonic()
-    hit = _verified.get(digest)
-    if hit is not None and now - hit[1] < settings.NOTIFIER_API_KEY_CACHE_SECONDS:
-        return hit[0]
-    client = ApiClient.objects.get_from_key(key)
-    if len(_verified) >= _MAX_CACHED_KEYS:
-        _verified.clear()
-    _verified[digest] = (client, now)
-    return client
-
-
+    return _verified.get_or_compute(digest, settings.NOTIFIER_API_KEY_CACHE_SECONDS,
+                                    lambda: ApiClient.objects.get_from_key(key))

@@ -12,7 +12,6 @@ process that records it at once (the guard's owner calls `send_refusal_forget`).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -20,6 +19,8 @@ from django.conf import settings
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.views import APIView
+
+from core.expiring import ExpiringMap
 
 
 @dataclass(frozen=True)
@@ -38,8 +39,8 @@ def register_send_guard(guard: SendGuard) -> None:
         _guards.append(guard)
 
 
-# client id -> (refusal or None, monotonic time it was decided)
-_verdicts: dict[int | str, tuple[Refusal | None, float]] = {}
+# str(client id) -> the refusal, or None when it may send
+_verdicts: ExpiringMap[str, Refusal | None] = ExpiringMap()
 
 
 def send_refusal_forget(client_id: int | str | None = None) -> None:
@@ -47,7 +48,7 @@ def send_refusal_forget(client_id: int | str | None = None) -> None:
     if client_id is None:
         _verdicts.clear()
     else:
-        _verdicts.pop(str(client_id), None)
+        _verdicts.forget(str(client_id))
 
 
 def _decide(client_id: int | str) -> Refusal | None:
@@ -60,13 +61,8 @@ def _decide(client_id: int | str) -> Refusal | None:
 
 def send_refusal(client_id: int | str) -> Refusal | None:
     """The first registered guard's refusal for this client, or None when it may send."""
-    now = time.monotonic()
-    cached = _verdicts.get(str(client_id))
-    if cached is not None and now - cached[1] < settings.NOTIFIER_SEND_GUARD_CACHE_SECONDS:
-        return cached[0]
-    refusal = _decide(client_id)
-    _verdicts[str(client_id)] = (refusal, now)
-    return refusal
+    return _verdicts.get_or_compute(str(client_id), settings.NOTIFIER_SEND_GUARD_CACHE_SECONDS,
+                                    lambda: _decide(client_id))
 
 
 class MaySend(BasePermission):
