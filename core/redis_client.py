@@ -86,6 +86,17 @@ def redis_url_of_broker(broker_url: str) -> str | None:
     return None
 
 
+@cache
+def broker_redis(broker_url: str, *, socket_timeout: float = 5.0) -> redis.Redis | None:
+    """One client (and connection pool) per Redis broker URL and process, None for another
+    transport (redis-py's pool is safe across threads and a fork)."""
+    url = redis_url_of_broker(broker_url)
+    if url is None:
+        return None
+    return redis.Redis.from_url(url, socket_timeout=socket_timeout,
+                                socket_connect_timeout=min(socket_timeout, 2), health_check_interval=30)
+
+
 def redis_key(*parts: str | int) -> str:
     """Build a key under the configured prefix: redis_key('schedule', 'due')."""
     return ":".join([settings.REDIS_KEY_PREFIX, *map(str, parts)])

@@ -26,7 +26,7 @@ from threading import Lock
 import redis
 from celery import current_app
 
-from core.redis_client import redis_url_of_broker
+from core.redis_client import broker_redis
 
 # The last element of a protocol 2 body: no callbacks, errbacks, chain or chord.
 _EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
@@ -63,15 +63,12 @@ def task_publish(name: str, *, args: Sequence[object], queue: str, countdown: fl
                           argsrepr=repr(args)[:ARGSREPR_MAX], kwargsrepr="{}")
 
 
-@cache
 def _redis_broker(broker_url: str) -> redis.Redis | None:
-    """A client of the broker if it is Redis with kombu's plain key layout, else None (one per
-    broker URL and process; redis-py's pool is safe across a fork)."""
+    """A client of the broker if it is Redis with kombu's plain key layout, else None."""
     options = current_app.conf.broker_transport_options or {}
-    url = redis_url_of_broker(broker_url)
-    if url is None or options.get("global_keyprefix") or options.get("priority_steps"):
+    if options.get("global_keyprefix") or options.get("priority_steps"):
         return None
-    return redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2, health_check_interval=30)
+    return broker_redis(broker_url)
 
 
 def _message(name: str, args: Sequence[object], queue: str) -> str | None:

@@ -16,7 +16,6 @@ import contextlib
 import json
 import logging
 from datetime import datetime, timedelta
-from functools import cache
 from typing import Any
 
 import redis
@@ -28,7 +27,7 @@ from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
 from core.priorities import ALL_QUEUES, POOLS, Priority
-from core.redis_client import get_redis, redis_key, redis_url_of_broker
+from core.redis_client import broker_redis, get_redis, redis_key
 from delivery.models import DeliveryAttempt, EmailMessage
 from delivery.selectors import circuit_breaker_get, queue_backlogs
 
@@ -38,17 +37,8 @@ KOMBU_PRIORITY_STEPS = (3, 6, 9)  # kombu's default priority_steps besides 0 (th
 
 
 def _broker() -> redis.Redis | None:
-    return _broker_client(settings.CELERY_BROKER_URL)
-
-
-@cache
-def _broker_client(broker_url: str) -> redis.Redis | None:
-    """One client (and connection pool) per broker URL, not a new connection per dashboard poll
-    or /metrics scrape."""
-    url = redis_url_of_broker(broker_url)
-    if url is None:
-        return None  # e.g. RabbitMQ: depth comes from its management API, not here
-    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=1)
+    # e.g. RabbitMQ: None, its depth comes from its management API, not here
+    return broker_redis(settings.CELERY_BROKER_URL, socket_timeout=2)
 
 
 def broker_depths() -> dict[str, int | None]:
