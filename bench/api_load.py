@@ -154,23 +154,6 @@ def open_loop(port: int, key: str, rate: float, seconds: float, connections: int
 # --- CPU ----------------------------------------------------------------------------------------
 
 
-def _cpu(proc: psutil.Process, *, reaped: bool = False) -> float:
-    times = proc.cpu_times()
-    own = times.user + times.system
-    return own + (times.children_user + times.children_system if reaped else 0.0)
-
-
-def tree_cpu(pid: int, *, reaped: bool = False) -> float:
-    """utime+stime of `pid` and its live descendants (plus, with `reaped`, what its reaped
-    children used: PostgreSQL's exited backends)."""
-    root = psutil.Process(pid)
-    total = _cpu(root, reaped=reaped)
-    for child in root.children(recursive=True):
-        with contextlib.suppress(psutil.NoSuchProcess):
-            total += _cpu(child, reaped=reaped)
-    return total
-
-
 class PostgresCpu:
     """CPU of the PostgreSQL backends serving each of our process trees (sampled each second,
     matched by the client's TCP port), and of the whole postmaster tree."""
@@ -231,7 +214,7 @@ class PostgresCpu:
             for pid, port in rows:
                 role = ports.get(port) or self.backends.get(pid, ("other", 0.0))[0]
                 with contextlib.suppress(psutil.NoSuchProcess):
-                    self.backends[pid] = (role, _cpu(psutil.Process(pid)))
+                    self.backends[pid] = (role, sum(psutil.Process(pid).cpu_times()[:2]))
 
     def by_role(self) -> dict[str, float]:
         totals: Counter = Counter()
@@ -241,7 +224,7 @@ class PostgresCpu:
         return dict(totals)
 
     def postmaster_tree(self) -> float:
-        return tree_cpu(self.postmaster, reaped=True)
+        return harness.tree_cpu_seconds(self.postmaster, reaped=True)
 
 
 @dataclass
@@ -253,8 +236,8 @@ class CpuSnapshot:
 
 def cpu_snapshot(trees: dict[str, ManagedProcess], postgres: PostgresCpu) -> CpuSnapshot:
     postgres.sample()
-    return CpuSnapshot({role: tree_cpu(process.process.pid) for role, process in trees.items()},
-                       postgres.by_role(), postgres.postmaster_tree())
+    trees_cpu = {role: harness.tree_cpu_seconds(process.process.pid) for role, process in trees.items()}
+    return CpuSnapshot(trees_cpu, postgres.by_role(), postgres.postmaster_tree())
 
 
 # --- one phase ----------------------------------------------------------------------------------
@@ -315,7 +298,7 @@ def run_phase(name: str, load, trees: dict[str, ManagedProcess], postgres: Postg
               sink: SmtpSink, drain_seconds: float) -> dict[str, float]:
     before = cpu_snapshot(trees, postgres)
     outcome = load()
-    web_after = tree_cpu(trees["web"].process.pid)
+    web_after = harness.tree_cpu_seconds(trees["web"].process.pid)
     statuses = drain(sorted(outcome.accepted), drain_seconds)
     after = cpu_snapshot(trees, postgres)
     after.trees["web"] = web_after  # the web tree's figure is the load's, not the drain's idle

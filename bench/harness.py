@@ -134,11 +134,24 @@ def process_tree(process: ManagedProcess) -> list[psutil.Process]:
         return []
 
 
-def tree_cpu_seconds(pid: int) -> float:
+def tree_cpu_seconds(pid: int, *, reaped: bool = False) -> float:
     """utime + stime of `pid` and its live descendants, from /proc through psutil (`ps` rounds
-    each process down to whole seconds)."""
-    root = psutil.Process(pid)
-    return sum(sum(proc.cpu_times()[:2]) for proc in [root, *root.children(recursive=True)])
+    each process down to whole seconds); with `reaped`, also what each has reaped (Celery's
+    replaced pool children, PostgreSQL's exited backends). 0 once `pid` has exited."""
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0.0
+    total = 0.0
+    for proc in procs:
+        try:
+            times = proc.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+        total += times.children_user + times.children_system if reaped else 0.0
+    return total
 
 
 # --- figures ------------------------------------------------------------------------------------

@@ -67,23 +67,6 @@ def variant_env(variant: str) -> dict[str, str]:
                               for flag, names in FLAGS.items() for name in names}}
 
 
-def tree_cpu_with_children(pid: int) -> float:
-    """utime + stime of `pid` and its live descendants, plus what each has reaped."""
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return 0.0
-    total = 0.0
-    for proc in procs:
-        try:
-            times = proc.cpu_times()
-        except psutil.NoSuchProcess:
-            continue
-        total += times.user + times.system + times.children_user + times.children_system
-    return total
-
-
 def backend_cpu(pids: set[int]) -> dict[int, float]:
     seconds = {}
     for pid in pids:
@@ -168,13 +151,13 @@ def run_once(variant: str, args, version, client, logs: Path) -> dict[str, float
         ids = create_rows(version, client, args.messages, tag)
         backends = database_backends()
         pg_before = backend_cpu(backends)
-        worker_before = tree_cpu_with_children(worker.process.pid)
+        worker_before = harness.tree_cpu_seconds(worker.process.pid, reaped=True)
         parent_before = sum(psutil.Process(worker.process.pid).cpu_times()[:2])
         started = time.perf_counter()
         publish(ids)
         done = wait_done(ids, args.timeout)
         wall = time.perf_counter() - started
-        worker_cpu = tree_cpu_with_children(worker.process.pid) - worker_before
+        worker_cpu = harness.tree_cpu_seconds(worker.process.pid, reaped=True) - worker_before
         parent_cpu = sum(psutil.Process(worker.process.pid).cpu_times()[:2]) - parent_before
         backends |= database_backends()
         pg_after = backend_cpu(backends)
