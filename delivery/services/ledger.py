@@ -288,17 +288,20 @@ def campaign_unsent_cancel(*, campaign_id: int, limit: int) -> int:
 
 
 def scheduled_messages_fence(
-    *, message_ids: Sequence[int], dispatched_before: datetime
+    *, message_ids: Sequence[int], dispatched_before: datetime, fence_by: datetime | None = None
 ) -> list[tuple[int, int, int | None]]:
     """SCHEDULED -> QUEUED for rows due by the database clock, plus QUEUED rows fenced before
     `dispatched_before` that no worker claimed since: [(id, priority, campaign id)] to publish
-    (scheduling/services/dispatcher.py says why the second kind is published again)."""
+    (scheduling/services/dispatcher.py says why the second kind is published again). Nothing
+    changes when the statement starts at or after `fence_by` (the claim is too old to fence)."""
+    late = "" if fence_by is None else "statement_timestamp() < %s AND "
     sql = (
-        f"UPDATE {TABLE} SET status = %s, requeued_at = statement_timestamp() WHERE id = ANY(%s) AND ("
+        f"UPDATE {TABLE} SET status = %s, requeued_at = statement_timestamp() WHERE {late}id = ANY(%s) AND ("
         f"(status = %s AND scheduled_for <= statement_timestamp()) OR "
         f"(status = %s AND claimed_at IS NULL AND requeued_at < %s)) RETURNING id, priority, campaign_id"
     )
-    params = [Status.QUEUED, list(message_ids), Status.SCHEDULED, Status.QUEUED, dispatched_before]
+    params = [Status.QUEUED, *([] if fence_by is None else [fence_by]), list(message_ids),
+              Status.SCHEDULED, Status.QUEUED, dispatched_before]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [(row[0], row[1], row[2]) for row in cursor.fetchall()]

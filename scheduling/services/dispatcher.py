@@ -55,7 +55,7 @@ class DispatchReport:
 
 
 def messages_fence_queue_detailed(
-    *, message_ids: Sequence[int], dispatched_before: datetime
+    *, message_ids: Sequence[int], dispatched_before: datetime, fence_by: datetime | None = None
 ) -> tuple[list[tuple[int, int]], set[int]]:
     """SCHEDULED -> QUEUED for rows due by the database clock: [(id, priority)] to publish.
 
@@ -64,7 +64,8 @@ def messages_fence_queue_detailed(
     may have died before publishing. `dispatched_before` is half a lease before this claim, so a
     row dispatched moments ago and put back by a concurrent rebuild is not published again.
     """
-    fetched = ledger.scheduled_messages_fence(message_ids=message_ids, dispatched_before=dispatched_before)
+    fetched = ledger.scheduled_messages_fence(message_ids=message_ids, dispatched_before=dispatched_before,
+                                              fence_by=fence_by)
     return [(row[0], row[1]) for row in fetched], {row[2] for row in fetched if row[2] is not None}
 
 
@@ -94,8 +95,13 @@ def due_batch_dispatch(*, now: float | None = None, limit: int | None = None) ->
         return report
     lease = settings.NOTIFIER_SCHEDULE_LEASE_SECONDS
     dispatched_before = datetime.fromtimestamp(claim.claimed_at - lease / 2, tz=UTC)
+    # The fence must stamp its rows within half a lease of the claim: a successor that gets
+    # these ids back (claim + lease at the earliest) republishes rows stamped before its own
+    # claim - lease/2. A fence stamped later would look "just dispatched" to it, and if this
+    # scheduler then abandons its batch, nobody would publish them (docs/decisions.md 60).
+    fence_by = datetime.fromtimestamp(claim.claimed_at + lease / 2, tz=UTC)
     rows, campaign_ids = messages_fence_queue_detailed(
-        message_ids=claim.ids, dispatched_before=dispatched_before
+        message_ids=claim.ids, dispatched_before=dispatched_before, fence_by=fence_by
     )
     if campaign_ids:
         extensions.campaigns_fell_due(campaign_ids)  # campaigns promotes SCHEDULED -> SENDING

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from core.redis_client import get_redis
 from delivery.models import EmailMessage
+from scheduling import signals
 from scheduling.services import due
 from scheduling.services.dispatcher import due_batch_dispatch, due_drain, messages_fence_queue_detailed
 from scheduling.services.lock import DispatcherLock
@@ -91,6 +92,35 @@ def test_claim_abandoned_after_the_fence_is_republished_once_after_the_lease(ver
     assert due_batch_dispatch().dispatched == 10
     assert published_ids() == {pk: 1 for pk in ids}
     assert due_batch_dispatch().claimed == 0
+
+
+def test_a_claim_too_old_to_fence_changes_nothing_so_an_abandoned_batch_loses_nothing(version, settings):
+    """A scheduler slowed between its claim and its fence past half a lease, then frozen past
+    the lease after the fence: before the fence's `fence_by` guard its late stamp looked "just
+    dispatched" to the successor, which acknowledged the rows without publishing them, and the
+    frozen one abandoned its batch: QUEUED rows that nobody published."""
+    ids = _rows(version, 10, -1)
+    settings.NOTIFIER_SCHEDULE_LEASE_SECONDS = 4  # lease/2 = 2 s; lease left until 3 s (margin 1)
+
+    def slow_before_fence(**_: object) -> None:
+        time.sleep(2.5)
+
+    def frozen_before_publish(**_: object) -> None:
+        time.sleep(1.0)
+
+    signals.due_batch_claimed.connect(slow_before_fence)
+    signals.due_batch_fenced.connect(frozen_before_publish)
+    try:
+        claimed_at = time.time()
+        due_batch_dispatch()
+    finally:
+        signals.due_batch_claimed.disconnect(slow_before_fence)
+        signals.due_batch_fenced.disconnect(frozen_before_publish)
+    time.sleep(max(0.0, claimed_at + 4.1 - time.time()))
+    due.due_reap(now=time.time())
+    due_batch_dispatch()
+    assert published_ids() == {pk: 1 for pk in ids}
+    assert EmailMessage.objects.filter(id__in=ids, status=Status.QUEUED).count() == 10
 
 
 def test_a_row_dispatched_moments_ago_and_put_back_by_a_rebuild_is_not_published_again(version):
