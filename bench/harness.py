@@ -24,7 +24,7 @@ from pathlib import Path
 import psutil
 import requests
 
-from tests.support.processes import ManagedProcess
+from tests.support.processes import ManagedProcess, web_server
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -90,13 +90,9 @@ def log_dir(path: Path) -> Path:
 
 
 def web(env: dict[str, str], logs: Path, port: int, workers: int = 2) -> ManagedProcess:
-    """The Procfile's web process: granian (WSGI), `workers` x 4 blocking threads, with the
-    Procfile's arguments."""
-    granian = str(Path(PY).parent / "granian")
-    argv = [granian, "--interface", "wsgi", "--host", "127.0.0.1", "--port", str(port),
-            "--workers", str(workers), "--blocking-threads", "4", "--no-ws",
-            "--workers-kill-timeout", "10", "--access-log", "notifier.wsgi:application"]
-    return ManagedProcess("web", argv, env, logs)
+    """The Procfile's web process (granian, WSGI) on `port` with `workers` workers, run from the
+    Procfile's own line."""
+    return web_server(env, logs, port, workers)
 
 
 def worker(role: str, env: dict[str, str], logs: Path) -> ManagedProcess:

@@ -49,6 +49,8 @@ def _prepare_environment() -> dict[str, str]:
     env.setdefault("PORT", "8000")
     env.setdefault("NOTIFIER_WORKER_SCALE", "0.1")
     env.setdefault("NOTIFIER_WORKER_P2_CONCURRENCY", "2")
+    # The Procfile pins each P0 pool at 4 processes (decision 61); one each on a laptop.
+    env.setdefault("NOTIFIER_WORKER_P0_CONCURRENCY", "1")
     return env
 
 

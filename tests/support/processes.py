@@ -130,14 +130,20 @@ def procfile_command(name: str) -> str:
     raise LookupError(f"no {name!r} process in the Procfile")
 
 
-def web_server(env: dict[str, str], log_dir: Path, port: int, workers: int = 1) -> ManagedProcess:
-    """The API served exactly as the Procfile's `web` line serves it, on `port`.
+def procfile_process(name: str, env: dict[str, str], log_dir: Path, label: str = "") -> ManagedProcess:
+    """One Procfile process exactly as its line runs it.
 
-    Through sh, as honcho runs it ($PORT and ${WEB_CONCURRENCY:-2} expand); `exec` so that the
-    server itself is the process the test signals. The virtualenv's bin comes first on PATH.
+    Through sh, as honcho runs it (`$PORT`, `${VAR:-default}` expand), with `exec env` so that
+    the line's own command, after its leading `VAR=value` assignments, is the process a test
+    signals and a benchmark measures. The virtualenv's bin comes first on PATH.
     """
-    env = {**env, "PORT": str(port), "WEB_CONCURRENCY": str(workers),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"}
-    argv = ["/bin/sh", "-c", f"exec {procfile_command('web')}"]
-    return ManagedProcess(f"web-{port}", argv, env, log_dir)
+    env = {**env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"}
+    argv = ["/bin/sh", "-c", f"exec env {procfile_command(name)}"]
+    return ManagedProcess(label or name, argv, env, log_dir)
+
+
+def web_server(env: dict[str, str], log_dir: Path, port: int, workers: int = 1) -> ManagedProcess:
+    """The API served exactly as the Procfile's `web` line serves it, on `port`."""
+    env = {**env, "PORT": str(port), "WEB_CONCURRENCY": str(workers)}
+    return procfile_process("web", env, log_dir, label=f"web-{port}")
 
