@@ -24,6 +24,7 @@ from django.utils.encoding import force_bytes
 
 from audience.models import Contact, Suppression
 from audience.services.contacts import suppression_create
+from delivery.extensions import SendableMessage
 from delivery.models import EmailMessage
 from delivery.services import ledger
 
@@ -31,7 +32,7 @@ _SIGNER = signing.Signer(salt="notifier.campaigns.unsubscribe")
 MS = EmailMessage.Status
 
 
-def campaign_headers(message: EmailMessage) -> dict[str, str]:
+def campaign_headers(message: SendableMessage) -> dict[str, str]:
     """One-click unsubscribe headers for campaign mail; none for transactional mail.
 
     `List-Unsubscribe` with an HTTPS URI signed per recipient and `List-Unsubscribe-Post:
