@@ -117,10 +117,11 @@ def _send_claimed_at_hand_off(message_ids: Sequence[int], token: str, report: Ba
         return True  # claimed by another copy, or not QUEUED any more: nothing to do
     # Receivers see the batch before rendering, as on the classic path (rows not claimed yet).
     signals.batch_claimed.send(sender=__name__, message_ids=[m.id for m in messages], token=token)
-    emails, broken = _render_each(messages)
+    gone = [m.id for m in messages if m.contact_gone]
+    emails, broken = _render_each([m for m in messages if not m.contact_gone])
     claimed = ledger.messages_claim_hand_off(message_ids=[e.message_id for e in emails], token=token)
     report.suppressed += sum(1 for status, _ in claimed.values() if status == Status.SUPPRESSED)
-    _unrenderable_fail(broken, token, report)
+    _unsendable_finish(broken, gone, token, report)
     emails = [e for e in emails if claimed.get(e.message_id, ("", 0))[0] == Status.SENDING]
     if emails:
         attempts = {pk: count for pk, (_, count) in claimed.items()}
@@ -128,13 +129,17 @@ def _send_claimed_at_hand_off(message_ids: Sequence[int], token: str, report: Ba
     return True
 
 
-def _unrenderable_fail(broken: dict[str, list[int]], token: str, report: BatchReport) -> None:
-    """Rows that failed to render unclaimed: claim them (counting the attempt), then mark the
-    ones this task now owns FAILED with their error."""
-    if not broken:
+def _unsendable_finish(
+    broken: dict[str, list[int]], gone: list[int], token: str, report: BatchReport
+) -> None:
+    """Rows read unclaimed that will not be sent: claim them (counting the attempt), then mark
+    the ones this task now owns FAILED with their render error, or SUPPRESSED (contact gone)."""
+    if not broken and not gone:
         return
-    owned = {pk for pk, _ in ledger.messages_claim(message_ids=list(chain(*broken.values())), token=token)}
+    ids = [*chain(*broken.values()), *gone]
+    owned = {pk for pk, _ in ledger.messages_claim(message_ids=ids, token=token)}
     _broken_fail({error: [pk for pk in ids if pk in owned] for error, ids in broken.items()}, token, report)
+    _contact_gone_suppress([pk for pk in gone if pk in owned], token, report)
 
 
 def attempt_limit(priority: int) -> int:
@@ -163,14 +168,25 @@ def _split(message_ids: Sequence[int], token: str) -> list[int]:
 
 
 def _load(claimed: list[tuple[int, int]], token: str, report: BatchReport) -> list[ClaimedMessage]:
-    """Read claimed rows; a row past its priority's attempt limit fails here (poison guard)."""
+    """Read claimed rows; a row past its priority's attempt limit fails here (poison guard), a
+    campaign row whose contact was deleted is SUPPRESSED (decision 65)."""
     rows = ledger.messages_read_for_send(message_ids=[pk for pk, _ in claimed])
     exhausted = {m.id for m in rows if m.attempts > attempt_limit(m.priority)}
     if exhausted:
         report.dead_lettered += messages_dead_letter(
             message_ids=sorted(exhausted), token=token, error=POISON_ERROR
         )
-    return [m for m in rows if m.id not in exhausted]
+    _contact_gone_suppress([m.id for m in rows if m.contact_gone and m.id not in exhausted], token, report)
+    return [m for m in rows if m.id not in exhausted and not m.contact_gone]
+
+
+def _contact_gone_suppress(message_ids: list[int], token: str, report: BatchReport) -> None:
+    """Campaign rows whose contact was deleted after the fan-out: nothing to render them with,
+    and a deleted contact is not mailed (decision 65)."""
+    if message_ids:
+        report.suppressed += ledger.messages_mark_final(
+            message_ids=message_ids, token=token, status=Status.SUPPRESSED, error=ledger.CONTACT_GONE_ERROR
+        )
 
 
 def _drop_suppressed(messages: list[ClaimedMessage], token: str, report: BatchReport) -> list[ClaimedMessage]:
