@@ -1,4 +1,4 @@
-"""Reads on the audience: is an address suppressed."""
+"""Reads on the audience: is an address suppressed, what a contact brings to a template."""
 
 from __future__ import annotations
 
@@ -14,3 +14,14 @@ def email_is_suppressed_sql(address: str = "%s") -> str:
     trip. `address` is the SQL of the lower-cased address (as email_is_suppressed compares): by
     default one parameter, or e.g. `lower(m.recipient)` for a row the statement reads."""
     return f"EXISTS (SELECT 1 FROM {Suppression._meta.db_table} s WHERE s.email = {address})"
+
+
+def contact_merge_data_sql(alias: str) -> str:
+    """A contact's template data as SQL over the contact row `alias`: its attributes, then its
+    email, name, timezone and locale (these four win). What a campaign message renders with,
+    under the audience's own per-recipient data (docs/decisions.md 65); the preview's Python
+    twin is campaigns/api/preview.py `contact_context`."""
+    return (
+        f"{alias}.attributes || jsonb_build_object('email', {alias}.email, 'name', {alias}.name, "
+        f"'timezone', {alias}.timezone, 'locale', {alias}.locale)"
+    )

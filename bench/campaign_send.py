@@ -4,6 +4,10 @@
     SMTP_PORT=2525 python -m core.worker low &  (and: python -m core.worker ops &)
     DATABASE_URL=... REDIS_URL=... python bench/campaign_send.py --recipients 100000
 
+Through a batch API instead: start `python bench/fake_esp.py --provider sendgrid` (it prints
+its URL) and the workers with `NOTIFIER_PROVIDERS=sendgrid SENDGRID_API_URL=<url>
+SENDGRID_API_KEY=bench` (Mailgun: `MAILGUN_API_URL`, `MAILGUN_API_KEY`, `MAILGUN_DOMAIN`).
+
 Launches a campaign to a list of N demo contacts through the launch service and samples the
 counters every second; prints the sustained rate (sent/s between 5% and 95% of the audience),
 the end-to-end time (launch to last send) and the worker pool's size.

@@ -15,6 +15,15 @@ class CampaignsConfig(AppConfig):
         extensions.register_requeue_guard(CAMPAIGN_OPEN_GUARD)
         extensions.register_header_provider(campaign_headers)
 
+        # Campaign rows read their contact at send (decision 65): a deleted contact's go too.
+        from django.db.models.signals import pre_delete
+
+        from audience.models import Contact
+        from campaigns.services.unsubscribe import contact_deleted_rows_suppress
+
+        pre_delete.connect(contact_deleted_rows_suppress, sender=Contact,
+                           dispatch_uid="campaigns-contact-deleted")
+
         # What a recurring schedule runs, what a cancelled one-off schedule stops, and the
         # recovery sweeps the scheduler's lock holder runs (scheduling/extensions.py).
         from campaigns.services.launch import campaign_definition_validate, campaign_launch_run

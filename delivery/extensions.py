@@ -9,18 +9,36 @@ loads every installed app before it sends, so a worker always has the same rules
   `messages_claim`), written against the message table by its full name;
 - requeue guards: the same for putting a FAILED row back to QUEUED after a provider fault
   (`failed_messages_requeue`);
-- header providers: `f(message) -> {header: value}` merged into each outgoing message.
+- header providers: `f(message) -> {header: value}` merged into each outgoing message
+  (`message` is a `SendableMessage`: its id, recipient, priority, context, campaign and contact).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from delivery.models import EmailMessage
 
-HeaderProvider = Callable[["EmailMessage"], dict[str, str]]
+class SendableMessage(Protocol):
+    """What the send path knows of a message when it renders it and asks for its headers: an
+    `EmailMessage`, or the plain values a batch reads (delivery/services/ledger.py
+    `ClaimedMessage`), so no model instance is built per message."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def recipient(self) -> str: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def context(self) -> dict: ...
+    @property
+    def campaign_id(self) -> int | None: ...
+    @property
+    def contact_id(self) -> int | None: ...
+
+
+HeaderProvider = Callable[[SendableMessage], dict[str, str]]
 
 _claim_guards: list[str] = []
 _requeue_guards: list[str] = []
@@ -51,7 +69,7 @@ def requeue_guard_sql() -> str:
     return _joined(_requeue_guards)
 
 
-def message_headers(message: EmailMessage) -> dict[str, str]:
+def message_headers(message: SendableMessage) -> dict[str, str]:
     """The headers every registered provider adds to this message (later ones win)."""
     headers: dict[str, str] = {}
     for provider in _header_providers:

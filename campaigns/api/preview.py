@@ -1,7 +1,8 @@
 """GET /api/v1/templates/{id}/preview?contact=<email or id>: the parts a contact would receive.
 
-Lives in campaigns/ because the merge data comes from the contact (the same context the
-fan-out writes: attributes plus email, name, timezone, locale).
+Lives in campaigns/ because the merge data comes from the contact (the same context the send
+path reads for a campaign message: attributes plus email, name, timezone, locale; SQL twin:
+audience.selectors.contact_merge_data_sql).
 """
 
 from __future__ import annotations

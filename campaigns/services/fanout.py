@@ -56,10 +56,10 @@ NO_UPPER = 2**63 - 1  # the last range is open: contacts added during the fan-ou
 LOCK_NAMESPACE = 7301  # pg advisory lock (namespace, campaign id): one fan-out per campaign
 MESSAGE_TABLE = EmailMessage._meta.db_table
 SUPPRESSION_TABLE = Suppression._meta.db_table
-CONTEXT_EXPR = (
-    "c.attributes || jsonb_build_object('email', c.email, 'name', c.name, "
-    "'timezone', c.timezone, 'locale', c.locale) || c.data"
-)
+# Only the audience's own per-recipient data (an inline audience's values; {} otherwise): the
+# send path reads the contact's attributes, email, name, timezone and locale under it when it
+# renders (delivery.services.ledger `messages_read_for_send`, decision 65).
+CONTEXT_EXPR = "c.data"
 
 
 def _now_param() -> object:

@@ -24,6 +24,7 @@ from django.utils.encoding import force_bytes
 
 from audience.models import Contact, Suppression
 from audience.services.contacts import suppression_create
+from delivery.extensions import SendableMessage
 from delivery.models import EmailMessage
 from delivery.services import ledger
 
@@ -31,7 +32,7 @@ _SIGNER = signing.Signer(salt="notifier.campaigns.unsubscribe")
 MS = EmailMessage.Status
 
 
-def campaign_headers(message: EmailMessage) -> dict[str, str]:
+def campaign_headers(message: SendableMessage) -> dict[str, str]:
     """One-click unsubscribe headers for campaign mail; none for transactional mail.
 
     `List-Unsubscribe` with an HTTPS URI signed per recipient and `List-Unsubscribe-Post:
@@ -112,3 +113,14 @@ def contact_unsubscribe(*, contact_id: int) -> bool:
                            source="unsubscribe-link", client_id=contact["client_id"])
     ledger.contact_campaign_messages_suppress(contact_id=contact_id, error="unsubscribed")
     return bool(changed)
+
+
+def contact_deleted_rows_suppress(sender: object, instance: Contact, **_: object) -> None:
+    """pre_delete of a contact: its unsent campaign rows are SUPPRESSED before the delete sets
+    their contact to NULL. Campaign rows carry no copy of the contact's data any more (decision
+    65), and a deleted contact is not mailed. A row deleted past this (raw SQL) keeps a dangling
+    contact id, which the send path suppresses too; only a row a worker claimed in the instant
+    before renders with what it carries. Connected in campaigns/apps.py."""
+    ledger.contact_campaign_messages_suppress(
+        contact_id=instance.pk, error=ledger.CONTACT_GONE_ERROR, statuses=(MS.QUEUED, MS.SCHEDULED)
+    )

@@ -17,13 +17,17 @@ left such a value on one line). From and To go through `addresses.Mailbox`: the 
 encoded on its own and the address keeps its IDNA domain outside any encoded word (RFC 2047
 section 5). `utf8=True` (an SMTPUTF8 transaction, RFC 6531) writes a non-ASCII local part raw.
 CR and LF in a value become spaces: a header value can never start a new header.
+
+The boundary and the Message-ID's unique part come from `random` (reseeded in every forked
+child), not the OS: both need uniqueness, not secrecy (the parts are base64, which cannot hold a
+boundary line; the Message-ID starts with the row id), and reading `os.urandom` twice a message
+was ~8% of the send path's CPU (docs/decisions.md 66).
 """
 
 from __future__ import annotations
 
 import base64
-import secrets
-import uuid
+import random
 from email.policy import SMTP
 from email.utils import formatdate
 
@@ -45,7 +49,7 @@ def new_message_id_header(message_id: int, from_email: str) -> str:
         domain = mailbox(from_email, utf8=True).domain  # ASCII: a Message-ID is never encoded
     except AddressError:
         domain = "notifier.local"
-    return f"<{message_id}.{uuid.uuid4().hex}@{domain}>"
+    return f"<{message_id}.{random.getrandbits(128):032x}@{domain}>"
 
 
 def header_line(name: str, value: str) -> str:
@@ -74,7 +78,7 @@ def build_mime(
     `boundary` and `date` are random and now unless given (a test rebuilds a received message
     byte for byte with the ones it carries). AddressError if From or To cannot be encoded.
     """
-    boundary = boundary or f"==============={secrets.randbelow(10**19):019d}=="
+    boundary = boundary or f"==============={random.randrange(10**19):019d}=="
     headers = [
         f'Content-Type: multipart/alternative; boundary="{boundary}"',
         "MIME-Version: 1.0",

@@ -25,7 +25,7 @@ from django.utils import timezone
 from psycopg2.errors import InvalidSqlStatementName
 
 from audience.models import Contact
-from audience.selectors import email_is_suppressed_sql
+from audience.selectors import contact_merge_data_sql, email_is_suppressed_sql
 from delivery.extensions import claim_guard_sql, requeue_guard_sql
 from delivery.models import DeliveryAttempt, EmailMessage
 
@@ -411,11 +411,13 @@ def reported_statuses_apply(
         cursor.execute(sql, params)
 
 
-def contact_campaign_messages_suppress(*, contact_id: int, error: str) -> int:
-    """QUEUED campaign rows of a contact who unsubscribed -> SUPPRESSED (claimed ones are
-    dropped by the send path's own suppression check)."""
+def contact_campaign_messages_suppress(
+    *, contact_id: int, error: str, statuses: Sequence[str] = (Status.QUEUED,)
+) -> int:
+    """Unsent campaign rows of a contact who unsubscribed (QUEUED) or is being deleted (QUEUED
+    and SCHEDULED) -> SUPPRESSED (claimed ones are dropped by the send path's own check)."""
     return EmailMessage.objects.filter(
-        contact_id=contact_id, campaign__isnull=False, status=Status.QUEUED
+        contact_id=contact_id, campaign__isnull=False, status__in=statuses
     ).update(status=Status.SUPPRESSED, error=error)
 
 
@@ -465,9 +467,10 @@ def _execute_prepared(cursor, name: str, sql: str, params: Sequence[object], *,
     cursor.execute(call, params)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ClaimedMessage:
-    """A row this task now owns, with what sending it needs (read in the claim's round trip)."""
+    """A row to send, with what sending it needs (read in the claim's round trip, or by
+    `messages_read_for_send` for a batch): plain values, no model instance (~20 us a row less)."""
 
     id: int
     attempts: int
@@ -479,34 +482,83 @@ class ClaimedMessage:
     contact_id: int | None
     suppressed: bool
     locale: str
+    contact_gone: bool = False
+
+
+CONTACT_TABLE = Contact._meta.db_table
+# The columns a send reads, in ClaimedMessage's order; `{data}` is the SQL of the contact's
+# merge data (NULL without a contact), `{locale}` of its locale, `{gone}` true when the row's
+# contact was deleted. A campaign row carries only its audience's own data (the inline
+# audience's per-recipient values, else {}): the contact's is read now, under it, in the order
+# the fan-out used to copy it (docs/decisions.md 65). Other rows render their own context.
+_SEND_COLUMNS = (
+    f"{TABLE}.id, {TABLE}.attempts, {TABLE}.priority, {TABLE}.recipient, "
+    f"CASE WHEN {TABLE}.campaign_id IS NULL THEN {TABLE}.context "
+    f"ELSE COALESCE({{data}}, '{{{{}}}}'::jsonb) || {TABLE}.context END, "
+    f"{TABLE}.template_version_id, {TABLE}.campaign_id, {TABLE}.contact_id, {{suppressed}}, "
+    f"COALESCE({{locale}}, ''), "
+    f"({TABLE}.campaign_id IS NOT NULL AND {TABLE}.contact_id IS NOT NULL AND {{gone}})"
+)
+CONTACT_GONE_ERROR = "contact deleted"
+
+
+def _contact_sql(column: str) -> str:
+    """One value of the row's contact (NULL without one), for a statement with no join."""
+    return f"(SELECT {column} FROM {CONTACT_TABLE} c WHERE c.id = {TABLE}.contact_id)"
+
+
+def _claimed(row: Sequence) -> ClaimedMessage:
+    context = json.loads(row[4]) if isinstance(row[4], str) else row[4]
+    return ClaimedMessage(row[0], row[1], row[2], row[3], context or {}, row[5], row[6], row[7],
+                          bool(row[8]), row[9] or "", bool(row[10]))
+
+
+def messages_read_for_send(*, message_ids: Sequence[int], queued_only: bool = False) -> list[ClaimedMessage]:
+    """The rows of a batch as a send needs them, in one prepared statement (a LEFT JOIN reads
+    each row's contact: its locale, and a campaign row's merge data); `queued_only`: only rows
+    still QUEUED (a bulk batch reads them before its claim, decision 59). `suppressed` is left
+    False: the batch checks suppression apart (`_drop_suppressed`, or in its claim)."""
+    if not message_ids:
+        return []
+    columns = _SEND_COLUMNS.format(data=contact_merge_data_sql("c"), suppressed="FALSE",
+                                   locale="c.locale", gone="c.id IS NULL")
+    status = f"AND {TABLE}.status = %s" if queued_only else ""
+    sql = (
+        f"SELECT {columns} FROM {TABLE} LEFT JOIN {CONTACT_TABLE} c ON c.id = {TABLE}.contact_id "
+        f"WHERE {TABLE}.id = ANY(%s) {status} ORDER BY {TABLE}.id"
+    )
+    params: list[object] = [list(message_ids), *([Status.QUEUED] if queued_only else [])]
+    with connection.cursor() as cursor:
+        _execute_prepared(cursor, "send_rows", sql, params, flush_wait=True)
+        return [_claimed(row) for row in cursor.fetchall()]
 
 
 def message_claim_for_send(*, message_id: int, token: str) -> ClaimedMessage | None:
-    """`messages_claim` for one row, returning the row itself, whether its recipient is
-    suppressed now and its contact's locale: claim, load and suppression check in one statement.
+    """`messages_claim` for one row, returning the row itself, whether it must not be sent now
+    (its recipient is suppressed, or its campaign contact was deleted) and its contact's locale:
+    claim, load and suppression check in one statement.
 
     Same guard as `messages_claim` (QUEUED, or this very task redelivered before its hand-off;
     the registered claim guards), same asynchronous commit (decision 32).
     """
-    contact = Contact._meta.db_table
+    gone = f"NOT EXISTS {_contact_sql('1')}"
+    suppressed = (
+        f"({email_is_suppressed_sql(f'lower({TABLE}.recipient)')} OR ({TABLE}.campaign_id IS NOT NULL "
+        f"AND {TABLE}.contact_id IS NOT NULL AND {gone}))"
+    )
+    columns = _SEND_COLUMNS.format(data=_contact_sql(contact_merge_data_sql("c")), suppressed=suppressed,
+                                   locale=_contact_sql("c.locale"), gone=gone)
     sql = (
         f"UPDATE {TABLE} SET status = %s, claim_token = %s, claimed_at = %s, "
         f"attempts = attempts + 1 WHERE id = %s AND "
         f"(status = %s OR (status = %s AND claim_token = %s AND send_started_at IS NULL)) "
-        f"AND {claim_guard_sql()} "
-        f"RETURNING id, attempts, priority, recipient, context, template_version_id, campaign_id, "
-        f"contact_id, {email_is_suppressed_sql(f'lower({TABLE}.recipient)')}, "
-        f"COALESCE((SELECT c.locale FROM {contact} c WHERE c.id = {TABLE}.contact_id), '')"
+        f"AND {claim_guard_sql()} RETURNING {columns}"
     )
     params = [Status.SENDING, token, timezone.now(), message_id, Status.QUEUED, Status.SENDING, token]
     with connection.cursor() as cursor:
         _execute_prepared(cursor, "send_one_claim", sql, params, flush_wait=False)
         row = cursor.fetchone()
-    if row is None:
-        return None
-    context = json.loads(row[4]) if isinstance(row[4], str) else row[4]
-    return ClaimedMessage(row[0], row[1], row[2], row[3], context or {}, row[5], row[6], row[7],
-                          bool(row[8]), row[9] or "")
+    return _claimed(row) if row is not None else None
 
 
 def message_mark_sent_with_attempt(

@@ -40,14 +40,10 @@ from delivery.services.sending import (
     results_recorder,
     send_with_failover,
 )
-from templates.models import TemplateVersion
+from delivery.services.variants import template_version_cached
 from templates.rendering import TemplateError, variant_for_locale
 
 Status = EmailMessage.Status
-
-# Template versions are immutable (a change publishes a new version): read once per process.
-_versions: dict[int, TemplateVersion] = {}
-_VERSIONS_MAX = 512
 
 
 def message_send_one(*, message_id: int, token: str) -> BatchReport:
@@ -81,21 +77,12 @@ def _sendable(claimed: ledger.ClaimedMessage, token: str, report: BatchReport) -
     return True
 
 
-def _version(version_id: int) -> TemplateVersion:
-    version = _versions.get(version_id)
-    if version is None:
-        if len(_versions) >= _VERSIONS_MAX:
-            _versions.clear()
-        version = _versions[version_id] = TemplateVersion.objects.get(pk=version_id)
-    return version
-
-
 def _render(claimed: ledger.ClaimedMessage, token: str, report: BatchReport) -> OutgoingEmail | None:
     """The batch path's render of one message (an unsaved row carries what it reads)."""
     message = EmailMessage(id=claimed.id, recipient=claimed.recipient, priority=claimed.priority,
                            context=claimed.context, campaign_id=claimed.campaign_id,
                            contact_id=claimed.contact_id)
-    version = variant_for_locale(_version(claimed.template_version_id), claimed.locale)
+    version = variant_for_locale(template_version_cached(claimed.template_version_id), claimed.locale)
     try:
         return outgoing_email(message, version)
     except TemplateError as exc:

@@ -28,15 +28,16 @@ from audience.models import Suppression
 from core.priorities import POOLS, Priority
 from core.redis_client import get_redis, redis_key
 from delivery import signals
-from delivery.extensions import message_headers
+from delivery.extensions import SendableMessage, message_headers
 from delivery.models import DeliveryAttempt, EmailMessage
 from delivery.providers.base import Outcome, OutgoingEmail, SendResult
 from delivery.services import ledger
 from delivery.services.dead_letters import messages_dead_letter
 from delivery.services.failover import emails_send_with_failover
+from delivery.services.ledger import ClaimedMessage
 from delivery.services.provider_faults import recorded_error
 from delivery.services.rate_limits import emails_admit
-from delivery.services.variants import variant_for_message, variants_for_batch
+from delivery.services.variants import variants_for_batch
 from templates.models import TemplateVersion
 from templates.rendering import TemplateError, render_for_send
 
@@ -109,21 +110,18 @@ def _send_claimed_at_hand_off(message_ids: Sequence[int], token: str, report: Ba
     """Render the QUEUED rows unclaimed, then claim + hand over in one write; False (nothing
     written) when a row needs the classic path: bulk rows only, and a row that
     this claim would take past its attempt limit is dead-lettered there (poison guard)."""
-    messages = list(
-        EmailMessage.objects.filter(id__in=message_ids, status=Status.QUEUED).select_related(
-            "template_version", "contact"
-        )
-    )
+    messages = ledger.messages_read_for_send(message_ids=message_ids, queued_only=True)
     if any(m.priority not in HAND_OFF_AT_CLAIM or m.attempts >= attempt_limit(m.priority) for m in messages):
         return False
     if not messages:
         return True  # claimed by another copy, or not QUEUED any more: nothing to do
     # Receivers see the batch before rendering, as on the classic path (rows not claimed yet).
     signals.batch_claimed.send(sender=__name__, message_ids=[m.id for m in messages], token=token)
-    emails, broken = _render_each(messages)
+    gone = [m.id for m in messages if m.contact_gone]
+    emails, broken = _render_each([m for m in messages if not m.contact_gone])
     claimed = ledger.messages_claim_hand_off(message_ids=[e.message_id for e in emails], token=token)
     report.suppressed += sum(1 for status, _ in claimed.values() if status == Status.SUPPRESSED)
-    _unrenderable_fail(broken, token, report)
+    _unsendable_finish(broken, gone, token, report)
     emails = [e for e in emails if claimed.get(e.message_id, ("", 0))[0] == Status.SENDING]
     if emails:
         attempts = {pk: count for pk, (_, count) in claimed.items()}
@@ -131,13 +129,17 @@ def _send_claimed_at_hand_off(message_ids: Sequence[int], token: str, report: Ba
     return True
 
 
-def _unrenderable_fail(broken: dict[str, list[int]], token: str, report: BatchReport) -> None:
-    """Rows that failed to render unclaimed: claim them (counting the attempt), then mark the
-    ones this task now owns FAILED with their error."""
-    if not broken:
+def _unsendable_finish(
+    broken: dict[str, list[int]], gone: list[int], token: str, report: BatchReport
+) -> None:
+    """Rows read unclaimed that will not be sent: claim them (counting the attempt), then mark
+    the ones this task now owns FAILED with their render error, or SUPPRESSED (contact gone)."""
+    if not broken and not gone:
         return
-    owned = {pk for pk, _ in ledger.messages_claim(message_ids=list(chain(*broken.values())), token=token)}
+    ids = [*chain(*broken.values()), *gone]
+    owned = {pk for pk, _ in ledger.messages_claim(message_ids=ids, token=token)}
     _broken_fail({error: [pk for pk in ids if pk in owned] for error, ids in broken.items()}, token, report)
+    _contact_gone_suppress([pk for pk in gone if pk in owned], token, report)
 
 
 def attempt_limit(priority: int) -> int:
@@ -165,20 +167,29 @@ def _split(message_ids: Sequence[int], token: str) -> list[int]:
     return list(queued.values_list("id", flat=True))
 
 
-def _load(claimed: list[tuple[int, int]], token: str, report: BatchReport) -> list[EmailMessage]:
-    """Fetch claimed rows; a row past its priority's attempt limit fails here (poison guard)."""
-    rows = list(
-        EmailMessage.objects.filter(id__in=[pk for pk, _ in claimed]).select_related(
-            "template_version", "contact"
-        )
-    )
-    exhausted = [m.id for m in rows if m.attempts > attempt_limit(m.priority)]
+def _load(claimed: list[tuple[int, int]], token: str, report: BatchReport) -> list[ClaimedMessage]:
+    """Read claimed rows; a row past its priority's attempt limit fails here (poison guard), a
+    campaign row whose contact was deleted is SUPPRESSED (decision 65)."""
+    rows = ledger.messages_read_for_send(message_ids=[pk for pk, _ in claimed])
+    exhausted = {m.id for m in rows if m.attempts > attempt_limit(m.priority)}
     if exhausted:
-        report.dead_lettered += messages_dead_letter(message_ids=exhausted, token=token, error=POISON_ERROR)
-    return [m for m in rows if m.id not in set(exhausted)]
+        report.dead_lettered += messages_dead_letter(
+            message_ids=sorted(exhausted), token=token, error=POISON_ERROR
+        )
+    _contact_gone_suppress([m.id for m in rows if m.contact_gone and m.id not in exhausted], token, report)
+    return [m for m in rows if m.id not in exhausted and not m.contact_gone]
 
 
-def _drop_suppressed(messages: list[EmailMessage], token: str, report: BatchReport) -> list[EmailMessage]:
+def _contact_gone_suppress(message_ids: list[int], token: str, report: BatchReport) -> None:
+    """Campaign rows whose contact was deleted after the fan-out: nothing to render them with,
+    and a deleted contact is not mailed (decision 65)."""
+    if message_ids:
+        report.suppressed += ledger.messages_mark_final(
+            message_ids=message_ids, token=token, status=Status.SUPPRESSED, error=ledger.CONTACT_GONE_ERROR
+        )
+
+
+def _drop_suppressed(messages: list[ClaimedMessage], token: str, report: BatchReport) -> list[ClaimedMessage]:
     """Re-check at send time: a suppression committed mid-campaign stops further sends."""
     addresses = {m.recipient.lower() for m in messages}
     suppressed = set(Suppression.objects.filter(email__in=addresses).values_list("email", flat=True))
@@ -190,27 +201,27 @@ def _drop_suppressed(messages: list[EmailMessage], token: str, report: BatchRepo
     return [m for m in messages if m.recipient.lower() not in suppressed]
 
 
-def _render_all(messages: list[EmailMessage], token: str, report: BatchReport) -> list[OutgoingEmail]:
+def _render_all(messages: list[ClaimedMessage], token: str, report: BatchReport) -> list[OutgoingEmail]:
     """Render the claimed rows; the ones that cannot be rendered are FAILED with their error."""
     emails, broken = _render_each(messages)
     _broken_fail(broken, token, report)
     return emails
 
 
-def _render_each(messages: list[EmailMessage]) -> tuple[list[OutgoingEmail], dict[str, list[int]]]:
+def _render_each(messages: list[ClaimedMessage]) -> tuple[list[OutgoingEmail], dict[str, list[int]]]:
     """The rendered emails, and the ids that failed to render grouped by error."""
     emails: list[OutgoingEmail] = []
     broken: dict[str, list[int]] = defaultdict(list)
-    variants = variants_for_batch(messages)
+    variants = variants_for_batch((m.template_version_id, m.locale) for m in messages)
     for message in messages:
         try:
-            emails.append(outgoing_email(message, variant_for_message(message, variants)))
+            emails.append(outgoing_email(message, variants[message.template_version_id, message.locale]))
         except TemplateError as exc:
             broken[f"render failed: {exc}"].append(message.id)
     return emails, broken
 
 
-def outgoing_email(message: EmailMessage, version: TemplateVersion) -> OutgoingEmail:
+def outgoing_email(message: SendableMessage, version: TemplateVersion) -> OutgoingEmail:
     """One message rendered from `version` (its locale's variant), ready for a provider; raises
     TemplateError. Receivers of `message_rendering` hear of it first (delivery/signals.py)."""
     signals.message_rendering.send(

@@ -11,7 +11,7 @@ from campaigns.selectors import campaign_counters
 from campaigns.services import lifecycle
 from campaigns.services.fanout import campaign_fanout
 from delivery.models import EmailMessage
-from delivery.services.ledger import messages_claim
+from delivery.services.ledger import messages_claim, messages_read_for_send
 from tests import factories
 from tests.campaigns.helpers import contacts_create
 
@@ -32,6 +32,11 @@ def campaign(db, purged_queues) -> Campaign:
     )
 
 
+def send_context(message_id: int) -> dict:
+    """What the send path renders this row with."""
+    return messages_read_for_send(message_ids=[message_id])[0].context
+
+
 def _rows(campaign: Campaign) -> list[str]:
     return list(EmailMessage.objects.filter(campaign=campaign).values_list("recipient", flat=True))
 
@@ -44,8 +49,10 @@ def test_fanout_writes_one_row_per_eligible_contact_and_counts_the_rest(campaign
     assert len(rows) == len(set(rows)) == 1997
     assert not {"user7@example.com", "user1500@example.com", "user9@example.com"} & set(rows)
     message = EmailMessage.objects.get(campaign=campaign, recipient="user3@example.com")
-    assert message.context == {"n": 3, "email": "user3@example.com", "name": "User 3",
-                               "timezone": "Europe/Paris", "locale": "en"}
+    # The row carries no copy of the contact's data: the send path reads it (decision 65).
+    assert message.context == {}
+    assert send_context(message.id) == {"n": 3, "email": "user3@example.com", "name": "User 3",
+                                        "timezone": "Europe/Paris", "locale": "en"}
     assert message.idempotency_key == f"c:{campaign.pk}:{message.contact_id}"
     campaign.refresh_from_db()
     assert campaign.status == Campaign.Status.SENDING and campaign.fanout_done
@@ -116,7 +123,8 @@ def test_inline_and_list_audiences(db, purged_queues):
     )
     assert campaign_fanout(campaign_id=inline.pk).inserted == 2
     row = EmailMessage.objects.get(campaign=inline, recipient="x@y.io")
-    assert row.context["code"] == "A1" and row.context["name"] == "X"
+    assert row.context == {"code": "A1"}  # the inline audience's own data; the contact's at send
+    assert send_context(row.id)["code"] == "A1" and send_context(row.id)["name"] == "X"
     contacts_create(30, prefix="l")
     from audience.services.contacts import list_members_add
 
