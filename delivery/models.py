@@ -34,9 +34,13 @@ class EmailMessage(models.Model):
 
     # Index set: see Meta and docs/decisions.md 27. Every index is paid on each of the fan-out's
     # million INSERTs, so the foreign keys get only the indexes a query needs.
+    # No database constraint (decision 63): its per-row `FOR KEY SHARE` check at each fan-out
+    # chunk's commit was ~15% of the chunk. Django still cascades a campaign's deletion; a row a
+    # chunk wrote in a race with it names no campaign, and the claim guard refuses such a row
+    # (campaigns/claim_guard.py: the campaign must exist and not be stopped).
     campaign = models.ForeignKey(
         "campaigns.Campaign", null=True, blank=True, on_delete=models.CASCADE, related_name="messages",
-        db_index=False,
+        db_index=False, db_constraint=False,
     )
     # No database constraint either (decision 58): its per-row check was ~15% of a fan-out
     # chunk; Django applies SET_NULL when a client is deleted, and a row written in a race with
