@@ -100,8 +100,9 @@ class EmailMessage(models.Model):
             models.Index(fields=["status", "claimed_at"], name="msg_status_claimed_idx"),
             # Campaign counters (GROUP BY status), pause/cancel/republish, CASCADE on delete.
             models.Index(fields=["campaign", "status"], name="msg_campaign_status_idx"),
-            # Admin search and lookups by address.
-            models.Index(fields=["recipient"], name="msg_recipient_idx"),
+            # The admin's search by address, for rows of no contact; a contact's rows (every
+            # fan-out row) are found through the contact, so a fan-out pays no entry (decision 64).
+            models.Index(fields=["recipient"], name="msg_recipient_idx", condition=Q(contact__isnull=True)),
             # Webhooks fall back to the provider's id when an event lacks ours; empty until sent.
             models.Index(
                 fields=["provider_message_id"], name="msg_provider_msgid_idx",
