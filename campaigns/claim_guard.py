@@ -15,10 +15,14 @@ _TABLE = Campaign._meta.db_table
 _STOPPED = ", ".join(f"'{s}'" for s in (Campaign.Status.PAUSED, Campaign.Status.CANCELLED))
 
 # Written against the message table by its full name (the claim UPDATE has no alias).
+# Positive: the row's campaign must exist and not be stopped. The message table has no database
+# constraint on campaign_id (decision 63), so a chunk committed in a race with the campaign's
+# deletion leaves rows naming no campaign; they are never claimed (and no sweep re-publishes
+# them: the orphan sweep skips campaign rows, the campaign sweeps start from a campaign).
 CAMPAIGN_CLAIM_GUARD = (
-    "(delivery_emailmessage.campaign_id IS NULL OR NOT EXISTS (SELECT 1 FROM "
+    "(delivery_emailmessage.campaign_id IS NULL OR EXISTS (SELECT 1 FROM "
     f"{_TABLE} AS guard_campaign WHERE guard_campaign.id = delivery_emailmessage.campaign_id "
-    f"AND guard_campaign.status IN ({_STOPPED})))"
+    f"AND guard_campaign.status NOT IN ({_STOPPED})))"
 )
 
 # A finished campaign's row stays as it ended: only rows of no campaign or of one still under

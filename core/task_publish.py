@@ -42,6 +42,37 @@ class UnknownTaskError(LookupError):
 
 def task_publish(name: str, *, args: Sequence[object], queue: str, countdown: float | None = None) -> None:
     """Send `name(*args)` to `queue`, after `countdown` seconds when given."""
+    tasks_publish(name, args_list=[args], queue=queue, countdown=countdown)
+
+
+def tasks_publish(
+    name: str, *, args_list: Sequence[Sequence[object]], queue: str, countdown: float | None = None
+) -> int:
+    """Send `name(*args)` to `queue` for every `args` of `args_list`, in order; returns how many.
+
+    On the direct Redis path all their messages go in one LPUSH (one round trip instead of one
+    per task, ~85 us each: decision 64); the list keeps their order, so the first published is
+    the first consumed, as with one LPUSH each.
+    """
+    _task_known(name)
+    broker = _redis_broker(current_app.conf.broker_url)
+    if broker is not None and not countdown:
+        messages = [_message(name, args, queue) for args in args_list]
+        if all(message is not None for message in messages):
+            if messages:
+                broker.lpush(queue, *messages)
+            return len(messages)
+    for args in args_list:
+        args = tuple(args)
+        # argsrepr (what Flower and the logs show) from the C repr: Celery's default, saferepr,
+        # walks a 100-id batch in Python, ~0.5 ms per task, 5 s of a 1M-recipient fan-out.
+        current_app.send_task(name, args=args, queue=queue, countdown=countdown or None,
+                              argsrepr=repr(args)[:ARGSREPR_MAX], kwargsrepr="{}")
+    return len(args_list)
+
+
+def _task_known(name: str) -> None:
+    """Refuse a name no installed app registered, before anything is sent."""
     if name not in current_app.tasks:
         # A web or test process has not imported the apps' tasks modules yet (workers do at
         # start): autodiscovery imports them once, then the name must be known.
@@ -50,17 +81,6 @@ def task_publish(name: str, *, args: Sequence[object], queue: str, countdown: fl
                 current_app.loader.import_default_modules()
     if name not in current_app.tasks:
         raise UnknownTaskError(f"no Celery task named {name!r} is registered")
-    broker = _redis_broker(current_app.conf.broker_url)
-    if broker is not None and not countdown:
-        message = _message(name, args, queue)
-        if message is not None:
-            broker.lpush(queue, message)
-            return
-    args = tuple(args)
-    # argsrepr (what Flower and the logs show) from the C repr: Celery's default, saferepr,
-    # walks a 100-id batch in Python, ~0.5 ms per task, 5 s of a 1M-recipient fan-out.
-    current_app.send_task(name, args=args, queue=queue, countdown=countdown or None,
-                          argsrepr=repr(args)[:ARGSREPR_MAX], kwargsrepr="{}")
 
 
 def _redis_broker(broker_url: str) -> redis.Redis | None:

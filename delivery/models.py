@@ -34,9 +34,13 @@ class EmailMessage(models.Model):
 
     # Index set: see Meta and docs/decisions.md 27. Every index is paid on each of the fan-out's
     # million INSERTs, so the foreign keys get only the indexes a query needs.
+    # No database constraint (decision 63): its per-row `FOR KEY SHARE` check at each fan-out
+    # chunk's commit was ~15% of the chunk. Django still cascades a campaign's deletion; a row a
+    # chunk wrote in a race with it names no campaign, and the claim guard refuses such a row
+    # (campaigns/claim_guard.py: the campaign must exist and not be stopped).
     campaign = models.ForeignKey(
         "campaigns.Campaign", null=True, blank=True, on_delete=models.CASCADE, related_name="messages",
-        db_index=False,
+        db_index=False, db_constraint=False,
     )
     # No database constraint either (decision 58): its per-row check was ~15% of a fan-out
     # chunk; Django applies SET_NULL when a client is deleted, and a row written in a race with
@@ -96,8 +100,9 @@ class EmailMessage(models.Model):
             models.Index(fields=["status", "claimed_at"], name="msg_status_claimed_idx"),
             # Campaign counters (GROUP BY status), pause/cancel/republish, CASCADE on delete.
             models.Index(fields=["campaign", "status"], name="msg_campaign_status_idx"),
-            # Admin search and lookups by address.
-            models.Index(fields=["recipient"], name="msg_recipient_idx"),
+            # The admin's search by address, for rows of no contact; a contact's rows (every
+            # fan-out row) are found through the contact, so a fan-out pays no entry (decision 64).
+            models.Index(fields=["recipient"], name="msg_recipient_idx", condition=Q(contact__isnull=True)),
             # Webhooks fall back to the provider's id when an event lacks ours; empty until sent.
             models.Index(
                 fields=["provider_message_id"], name="msg_provider_msgid_idx",

@@ -166,3 +166,21 @@ def test_the_campaigns_claim_guard_is_registered_with_the_send_path(status):
             email_message(version=version, idempotency_key="otp")]
     claimed = ledger.messages_claim(message_ids=[held.id, *(m.id for m in sent)], token="t")
     assert sorted(row[0] for row in claimed) == sorted(m.id for m in sent)
+
+
+@pytest.mark.parametrize("claim", ["messages_claim", "messages_claim_hand_off"])
+def test_a_row_whose_campaign_was_deleted_in_a_race_is_never_claimed(claim):
+    """Decision 63: campaign_id has no database constraint, so a fan-out chunk committed just
+    after its campaign's deletion (the delete cascaded only the rows it saw) leaves rows naming
+    no campaign. The claim guard asks for an existing, unstopped campaign: they stay unsent."""
+    from campaigns.models import Campaign
+
+    version = template_version()
+    deleted = Campaign.objects.create(name="deleted", template_version=version, status="SENDING")
+    deleted_id = deleted.pk
+    deleted.delete()
+    late = email_message(version=version, campaign_id=deleted_id, idempotency_key=f"c:{deleted_id}:1")
+    otp = email_message(version=version, idempotency_key="otp")
+    claimed = getattr(ledger, claim)(message_ids=[late.id, otp.id], token="t")
+    assert list(dict(claimed)) == [otp.id]  # [(id, attempts)] or {id: (status, attempts)}
+    assert EmailMessage.objects.get(id=late.id).status == Status.QUEUED
