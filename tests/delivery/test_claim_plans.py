@@ -19,9 +19,10 @@ def queued_ids_behind_stale_statistics() -> list[int]:
     template = email_message(version=template_version())
     columns = [f.column for f in EmailMessage._meta.concrete_fields if f.column != "id"]
     listed = ", ".join(columns)
+    copied = listed.replace("idempotency_key", "idempotency_key || g")  # unique per copy
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {TABLE} ({listed}) SELECT {listed.replace('idempotency_key', 'idempotency_key || g')} "
+            f"INSERT INTO {TABLE} ({listed}) SELECT {copied} "
             f"FROM {TABLE}, generate_series(1, 5000) g WHERE id = %s",
             [template.id],
         )
