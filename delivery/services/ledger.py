@@ -498,25 +498,28 @@ class ClaimedMessage:
 
 
 CONTACT_TABLE = Contact._meta.db_table
-# The columns a send reads, in ClaimedMessage's order; `{data}` is the SQL of the contact's
-# merge data (NULL without a contact), `{locale}` of its locale, `{gone}` true when the row's
-# contact was deleted. A campaign row carries only its audience's own data (the inline
-# audience's per-recipient values, else {}): the contact's is read now, under it, in the order
-# the fan-out used to copy it (docs/decisions.md 65). Other rows render their own context.
-_SEND_COLUMNS = (
-    f"{TABLE}.id, {TABLE}.attempts, {TABLE}.priority, {TABLE}.recipient, "
-    f"CASE WHEN {TABLE}.campaign_id IS NULL THEN {TABLE}.context "
-    f"ELSE COALESCE({{data}}, '{{{{}}}}'::jsonb) || {TABLE}.context END, "
-    f"{TABLE}.template_version_id, {TABLE}.campaign_id, {TABLE}.contact_id, {{suppressed}}, "
-    f"COALESCE({{locale}}, ''), "
-    f"({TABLE}.campaign_id IS NOT NULL AND {TABLE}.contact_id IS NOT NULL AND {{gone}})"
-)
 CONTACT_GONE_ERROR = "contact deleted"
+# A campaign row whose contact was deleted after the fan-out (the LEFT JOIN found none).
+_CONTACT_GONE = f"({TABLE}.campaign_id IS NOT NULL AND {TABLE}.contact_id IS NOT NULL AND c.id IS NULL)"
 
 
-def _contact_sql(column: str) -> str:
-    """One value of the row's contact (NULL without one), for a statement with no join."""
-    return f"(SELECT {column} FROM {CONTACT_TABLE} c WHERE c.id = {TABLE}.contact_id)"
+def _send_rows_sql(source: str, *, suppressed: str, where: str = "") -> str:
+    """SELECT the columns a send reads (ClaimedMessage's order) from `source` (the table, or a
+    claim's CTE), named as the message table, LEFT JOINed once to each row's contact. A campaign
+    row carries only its audience's own data (the inline audience's per-recipient values, else
+    {}): the contact's is read now, under it, in the order the fan-out used to copy it
+    (docs/decisions.md 65). Other rows render their own context. `suppressed`: SQL of the
+    column that says the row must not be sent."""
+    context = (
+        f"CASE WHEN {TABLE}.campaign_id IS NULL THEN {TABLE}.context "
+        f"ELSE COALESCE({contact_merge_data_sql('c')}, '{{}}'::jsonb) || {TABLE}.context END"
+    )
+    return (
+        f"SELECT {TABLE}.id, {TABLE}.attempts, {TABLE}.priority, {TABLE}.recipient, {context}, "
+        f"{TABLE}.template_version_id, {TABLE}.campaign_id, {TABLE}.contact_id, {suppressed}, "
+        f"COALESCE(c.locale, ''), {_CONTACT_GONE} "
+        f"FROM {source} AS {TABLE} LEFT JOIN {CONTACT_TABLE} c ON c.id = {TABLE}.contact_id {where}"
+    )
 
 
 def _claimed(row: Sequence) -> ClaimedMessage:
@@ -527,18 +530,16 @@ def _claimed(row: Sequence) -> ClaimedMessage:
 
 def messages_read_for_send(*, message_ids: Sequence[int], queued_only: bool = False) -> list[ClaimedMessage]:
     """The rows of a batch as a send needs them, in one prepared statement (a LEFT JOIN reads
-    each row's contact: its locale, and a campaign row's merge data); `queued_only`: only rows
-    still QUEUED (a bulk batch reads them before its claim, decision 59). `suppressed` is left
-    False: the batch checks suppression apart (`_drop_suppressed`, or in its claim)."""
+    each row's contact: its locale, and a campaign row's merge data), with whether each
+    recipient is suppressed now. `queued_only`: only rows still QUEUED, read before their claim
+    (a bulk batch, decision 59), whose claim re-checks suppression itself: `suppressed` is then
+    left False."""
     if not message_ids:
         return []
-    columns = _SEND_COLUMNS.format(data=contact_merge_data_sql("c"), suppressed="FALSE",
-                                   locale="c.locale", gone="c.id IS NULL")
     status = f"AND {_status_is(f'{TABLE}.status')}" if queued_only else ""
-    sql = (
-        f"SELECT {columns} FROM {TABLE} LEFT JOIN {CONTACT_TABLE} c ON c.id = {TABLE}.contact_id "
-        f"WHERE {TABLE}.id = ANY(%s) {status} ORDER BY {TABLE}.id"
-    )
+    suppressed = "FALSE" if queued_only else email_is_suppressed_sql(f"lower({TABLE}.recipient)")
+    sql = _send_rows_sql(TABLE, suppressed=suppressed,
+                         where=f"WHERE {TABLE}.id = ANY(%s) {status} ORDER BY {TABLE}.id")
     params: list[object] = [list(message_ids), *([Status.QUEUED] if queued_only else [])]
     with connection.cursor() as cursor:
         _execute_prepared(cursor, "send_rows", sql, params, flush_wait=True)
@@ -548,24 +549,20 @@ def messages_read_for_send(*, message_ids: Sequence[int], queued_only: bool = Fa
 def message_claim_for_send(*, message_id: int, token: str) -> ClaimedMessage | None:
     """`messages_claim` for one row, returning the row itself, whether it must not be sent now
     (its recipient is suppressed, or its campaign contact was deleted) and its contact's locale:
-    claim, load and suppression check in one statement.
+    claim, load and suppression check in one statement (the claim's CTE read as the batch reads
+    its rows).
 
     Same guard as `messages_claim` (QUEUED, or this very task redelivered before its hand-off;
     the registered claim guards), same asynchronous commit (decision 32).
     """
-    gone = f"NOT EXISTS {_contact_sql('1')}"
-    suppressed = (
-        f"({email_is_suppressed_sql(f'lower({TABLE}.recipient)')} OR ({TABLE}.campaign_id IS NOT NULL "
-        f"AND {TABLE}.contact_id IS NOT NULL AND {gone}))"
-    )
-    columns = _SEND_COLUMNS.format(data=_contact_sql(contact_merge_data_sql("c")), suppressed=suppressed,
-                                   locale=_contact_sql("c.locale"), gone=gone)
-    sql = (
+    claim = (
         f"UPDATE {TABLE} SET status = %s, claim_token = %s, claimed_at = %s, "
         f"attempts = attempts + 1 WHERE id = %s AND "
         f"({_status_is()} OR ({_status_is()} AND claim_token = %s AND send_started_at IS NULL)) "
-        f"AND {claim_guard_sql()} RETURNING {columns}"
+        f"AND {claim_guard_sql()} RETURNING *"
     )
+    suppressed = f"({email_is_suppressed_sql(f'lower({TABLE}.recipient)')} OR {_CONTACT_GONE})"
+    sql = f"WITH claimed AS ({claim}) {_send_rows_sql('claimed', suppressed=suppressed)}"
     params = [Status.SENDING, token, timezone.now(), message_id, Status.QUEUED, Status.SENDING, token]
     with connection.cursor() as cursor:
         _execute_prepared(cursor, "send_one_claim", sql, params, flush_wait=False)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from delivery import signals
 from delivery.models import EmailMessage
-from delivery.providers.base import Outcome, OutgoingEmail, SendResult
+from delivery.providers.base import Outcome, SendResult
 from delivery.services import ledger
 from delivery.services.dead_letters import messages_dead_letter
 from delivery.services.sending import (
@@ -36,12 +36,10 @@ from delivery.services.sending import (
     BatchReport,
     Recorder,
     attempt_limit,
-    outgoing_email,
+    render_claimed,
     results_recorder,
     send_with_failover,
 )
-from delivery.services.variants import template_version_cached
-from templates.rendering import TemplateError, variant_for_locale
 
 Status = EmailMessage.Status
 
@@ -55,10 +53,10 @@ def message_send_one(*, message_id: int, token: str) -> BatchReport:
     signals.batch_claimed.send(sender=__name__, message_ids=[claimed.id], token=token)
     if not _sendable(claimed, token, report):
         return report
-    email = _render(claimed, token, report)
-    if email is None or not ledger.message_mark_started(message_id=claimed.id, token=token):
+    emails = render_claimed([claimed], token, report)  # [] when it failed to render (FAILED)
+    if not emails or not ledger.message_mark_started(message_id=claimed.id, token=token):
         return report
-    send_with_failover([email], token, report, {claimed.id: claimed.attempts},
+    send_with_failover(emails, token, report, {claimed.id: claimed.attempts},
                        record=_recorder(token, report))
     return report
 
@@ -75,21 +73,6 @@ def _sendable(claimed: ledger.ClaimedMessage, token: str, report: BatchReport) -
         )
         return False
     return True
-
-
-def _render(claimed: ledger.ClaimedMessage, token: str, report: BatchReport) -> OutgoingEmail | None:
-    """The batch path's render of one message (an unsaved row carries what it reads)."""
-    message = EmailMessage(id=claimed.id, recipient=claimed.recipient, priority=claimed.priority,
-                           context=claimed.context, campaign_id=claimed.campaign_id,
-                           contact_id=claimed.contact_id)
-    version = variant_for_locale(template_version_cached(claimed.template_version_id), claimed.locale)
-    try:
-        return outgoing_email(message, version)
-    except TemplateError as exc:
-        report.failed += ledger.messages_mark_final(
-            message_ids=[claimed.id], token=token, status=Status.FAILED, error=f"render failed: {exc}"
-        )
-        return None
 
 
 def _recorder(token: str, report: BatchReport) -> Recorder:

@@ -24,7 +24,6 @@ from django.db import connection
 from django.utils import timezone
 from redis.exceptions import RedisError
 
-from audience.models import Suppression
 from core.priorities import POOLS, Priority
 from core.redis_client import get_redis, redis_key
 from delivery import signals
@@ -86,7 +85,7 @@ def message_batch_send(*, message_ids: Sequence[int], token: str, priority: int 
     signals.batch_claimed.send(sender=__name__, message_ids=[pk for pk, _ in claimed], token=token)
     messages = _load(claimed, token, report)
     messages = _drop_suppressed(messages, token, report)
-    emails = _render_all(messages, token, report)
+    emails = render_claimed(messages, token, report)
     started = ledger.messages_mark_started(message_ids=[e.message_id for e in emails], token=token)
     emails = [email for email in emails if email.message_id in started]
     if emails:
@@ -190,19 +189,19 @@ def _contact_gone_suppress(message_ids: list[int], token: str, report: BatchRepo
 
 
 def _drop_suppressed(messages: list[ClaimedMessage], token: str, report: BatchReport) -> list[ClaimedMessage]:
-    """Re-check at send time: a suppression committed mid-campaign stops further sends."""
-    addresses = {m.recipient.lower() for m in messages}
-    suppressed = set(Suppression.objects.filter(email__in=addresses).values_list("email", flat=True))
-    blocked = [m.id for m in messages if m.recipient.lower() in suppressed]
+    """Re-check at send time (read with the rows, after their claim): a suppression committed
+    mid-campaign stops further sends."""
+    blocked = [m.id for m in messages if m.suppressed]
     if blocked:
         report.suppressed += ledger.messages_mark_final(
             message_ids=blocked, token=token, status=Status.SUPPRESSED, error="suppressed"
         )
-    return [m for m in messages if m.recipient.lower() not in suppressed]
+    return [m for m in messages if not m.suppressed]
 
 
-def _render_all(messages: list[ClaimedMessage], token: str, report: BatchReport) -> list[OutgoingEmail]:
-    """Render the claimed rows; the ones that cannot be rendered are FAILED with their error."""
+def render_claimed(messages: list[ClaimedMessage], token: str, report: BatchReport) -> list[OutgoingEmail]:
+    """Render the claimed rows (a batch's, or send_one's one); the ones that cannot be rendered
+    are FAILED with their error."""
     emails, broken = _render_each(messages)
     _broken_fail(broken, token, report)
     return emails
