@@ -81,8 +81,11 @@ def table(result: dict) -> str:
              f"{result['config']['broker']} broker, run {result['elapsed_s']} s"]
     for label in ("P0", "P1"):
         lat = result["latency"][label]
+        offered = result["config"][f"{label.lower()}_rate"]
+        accepted = result["api_sent"][label] / max(result["api_load_seconds"], 1e-9)
         lines.append(f"  {label} latency (request -> ESP) n={lat['n']}: p50 {lat['p50']} s  "
-                     f"p95 {lat['p95']} s  p99 {lat['p99']} s  max {lat['max']} s")
+                     f"p95 {lat['p95']} s  p99 {lat['p99']} s  max {lat['max']} s  "
+                     f"(accepted {accepted:.1f}/s of {offered:g}/s asked)")
     late = result["p3_lateness"]
     lines.append(f"  P3 lateness (send_at -> ESP) n={late['n']}: p50 {late['p50']} s  "
                  f"p99 {late['p99']} s  max {late['max']} s")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from core.db_lookups import Unindexed
 from core.priorities import Priority
 from delivery.providers.base import Outcome
 
@@ -126,6 +127,10 @@ class EmailMessage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.pk} -> {self.recipient} ({self.status})"
+
+
+# `status__unindexed=...` for statements that name their rows by id (core/db_lookups.py).
+EmailMessage._meta.get_field("status").register_lookup(Unindexed)
 
 
 class DeliveryAttempt(models.Model):

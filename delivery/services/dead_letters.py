@@ -50,7 +50,7 @@ def messages_dead_letter(*, message_ids: Sequence[int], token: str, error: str) 
     with transaction.atomic():
         owned = list(
             EmailMessage.objects.select_for_update().filter(
-                id__in=message_ids, status=Status.SENDING, claim_token=token
+                id__in=message_ids, status__unindexed=Status.SENDING, claim_token=token
             )
         )
         final = f"dead-lettered: {error}"

@@ -33,6 +33,21 @@ Status = EmailMessage.Status
 TABLE = EmailMessage._meta.db_table
 
 
+def _walking_the_index(sql: str) -> str:
+    """Run this one autocommit sweep by a plain index scan, never a bitmap scan.
+
+    The recovery sweeps look for the few live rows in a state (`status = 'SENDING'`), but until
+    VACUUM passes, the status index still holds an entry for every row that was ever in it: a
+    running campaign leaves one per sent row. A bitmap scan visits the heap for each of them on
+    every sweep and never learns (1.03 s per sweep at 700,000 dead entries, measured); a plain
+    index scan marks each dead entry as it meets it (LP_DEAD), so the next scan of any kind
+    skips it (0.2 s once, then 5 ms). Decision 68.
+    """
+    if connection.in_atomic_block:
+        return sql  # SET LOCAL would outlive the statement; the plan only costs time
+    return "SET LOCAL enable_bitmapscan TO OFF; " + sql
+
+
 def _placeholders(values: Sequence[object]) -> str:
     return ", ".join(["%s"] * len(values))
 
@@ -152,7 +167,9 @@ def messages_claim_hand_off(*, message_ids: Sequence[int], token: str) -> dict[i
 
 
 def _owned(message_ids: Sequence[int], token: str):
-    return EmailMessage.objects.filter(id__in=message_ids, status=Status.SENDING, claim_token=token)
+    return EmailMessage.objects.filter(
+        id__in=message_ids, status__unindexed=Status.SENDING, claim_token=token
+    )
 
 
 def messages_mark_sent(*, provider_ids: dict[int, str], provider: str, token: str) -> int:
@@ -167,7 +184,8 @@ def messages_mark_sent(*, provider_ids: dict[int, str], provider: str, token: st
     sql = (
         f"WITH v(id, pid) AS (VALUES {values}) "
         f"UPDATE {TABLE} SET status = %s, sent_at = %s, provider = %s, provider_message_id = v.pid, "
-        f"error = '' FROM v WHERE {TABLE}.id = v.id AND {TABLE}.status = %s AND {TABLE}.claim_token = %s "
+        f"error = '' FROM v WHERE {TABLE}.id = v.id AND {_status_is(f'{TABLE}.status')} "
+        f"AND {TABLE}.claim_token = %s "
         f"RETURNING {TABLE}.id"
     )
     params: list[object] = [item for pair in provider_ids.items() for item in pair]
@@ -234,15 +252,20 @@ def stale_claims_release(*, claimed_before: Cutoff) -> list[tuple[int, int]]:
         f"WHERE status = %s AND send_started_at IS NULL AND {older} RETURNING id, priority"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [Status.QUEUED, Status.SENDING, *params])
+        cursor.execute(_walking_the_index(sql), [Status.QUEUED, Status.SENDING, *params])
         return [(row[0], row[1]) for row in cursor.fetchall()]
 
 
 def stalled_sends_mark_ambiguous(*, started_before: datetime) -> int:
     """Handed over long ago with no recorded answer: hold for reconciliation."""
-    return EmailMessage.objects.filter(
-        status=Status.SENDING, send_started_at__lt=started_before
-    ).update(status=Status.AMBIGUOUS, error="no provider answer recorded; awaiting reconciliation")
+    sql = (
+        f"UPDATE {TABLE} SET status = %s, error = %s "
+        "WHERE status = %s AND send_started_at < %s RETURNING id"
+    )
+    error = "no provider answer recorded; awaiting reconciliation"
+    with connection.cursor() as cursor:
+        cursor.execute(_walking_the_index(sql), [Status.AMBIGUOUS, error, Status.SENDING, started_before])
+        return len(cursor.fetchall())
 
 
 def orphaned_messages_claim_requeue(*, older_than: Cutoff) -> list[tuple[int, int]]:
@@ -264,7 +287,7 @@ def orphaned_messages_claim_requeue(*, older_than: Cutoff) -> list[tuple[int, in
     )
     params = [now, Status.QUEUED, *created_params, *requeued_params, now]
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(_walking_the_index(sql), params)
         return [(row[0], row[1]) for row in cursor.fetchall()]
 
 

@@ -148,20 +148,20 @@ def attempt_limit(priority: int) -> int:
 
 def _redelivered(message_ids: Sequence[int], token: str) -> bool:
     """This very task ran before and died after claiming (Celery redelivers with the same id)."""
+    return _claimed_not_handed_over(message_ids, token).exists()
+
+
+def _claimed_not_handed_over(message_ids: Sequence[int], token: str):
     return EmailMessage.objects.filter(
-        id__in=message_ids, status=Status.SENDING, claim_token=token, send_started_at__isnull=True
-    ).exists()
+        id__in=message_ids, status__unindexed=Status.SENDING, claim_token=token, send_started_at__isnull=True
+    )
 
 
 def _split(message_ids: Sequence[int], token: str) -> list[int]:
-    owned = list(
-        EmailMessage.objects.filter(
-            id__in=message_ids, status=Status.SENDING, claim_token=token, send_started_at__isnull=True
-        ).values_list("id", flat=True)
-    )
+    owned = list(_claimed_not_handed_over(message_ids, token).values_list("id", flat=True))
     # Back to QUEUED keeping the attempt the claim counted: a poison message still runs out.
     ledger.messages_release(message_ids=owned, token=token, error="batch redelivered; split")
-    queued = EmailMessage.objects.filter(id__in=message_ids, status=Status.QUEUED)
+    queued = EmailMessage.objects.filter(id__in=message_ids, status__unindexed=Status.QUEUED)
     logger.warning("batch of %d redelivered after a crash; splitting", len(message_ids))
     return list(queued.values_list("id", flat=True))
 

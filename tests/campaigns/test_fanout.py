@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.db import connection
 
 from audience.models import Contact, Suppression
 from campaigns.audience import audience_count
@@ -180,6 +181,24 @@ def test_a_stalled_campaign_is_published_again(campaign, settings):
     messages_claim(message_ids=list(EmailMessage.objects.filter(campaign=campaign).values_list(
         "id", flat=True)[:5]), token="busy")
     assert campaign_stalled_republish(campaign_id=campaign.pk) == 0  # something in flight: not stalled
+
+
+def test_a_campaign_with_a_batch_in_flight_is_not_counted_row_by_row(campaign):
+    """The progress check runs every 2 s for each sending campaign: while a batch is in flight it
+    reads one row, never the per-status count over every row of the campaign (decision 68)."""
+    from campaigns.services.progress import campaign_stalled_republish
+
+    campaign_fanout(campaign_id=campaign.pk)
+    messages_claim(message_ids=list(EmailMessage.objects.filter(campaign=campaign).values_list(
+        "id", flat=True)[:5]), token="busy")
+    statements: list[str] = []
+    def capture(execute, sql, *args):
+        statements.append(sql)
+        return execute(sql, *args)
+
+    with connection.execute_wrapper(capture):
+        assert campaign_stalled_republish(campaign_id=campaign.pk) == 0
+    assert len(statements) == 1 and "LIMIT 1" in statements[0], statements
 
 
 def test_list_fanout_over_several_chunks_writes_each_member_once(db, purged_queues):

@@ -1,0 +1,17 @@
+"""Query expressions that steer PostgreSQL's planner without changing any result."""
+
+from __future__ import annotations
+
+from django.db.models import Transform
+
+
+class Unindexed(Transform):
+    """`field__unindexed=value`: the same comparison, which no index on `field` can answer.
+
+    For statements that name their rows by primary key and also test a low-cardinality column
+    (a message's status): the planner must then walk the ids, never the column's index, whose
+    statistics and dead entries lag far behind a running campaign (decisions 67 and 68).
+    """
+
+    lookup_name = "unindexed"
+    template = "(%(expressions)s || '')"
