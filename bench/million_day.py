@@ -67,6 +67,8 @@ class Config:
     chaos_roles: str = ",".join(procs_mod.ROLES)
     stall_seconds: float = 120.0  # stop early when the campaign makes no progress this long
     broker: str = "redis"
+    # 1: the bulk pools' PostgreSQL backends run at their pool's niceness (a local database).
+    renice_db_backends: int = 1
     redis_port: int = 6391
     web_port: int = 8391
     smtp_port: int = 2591
@@ -219,7 +221,7 @@ def _run(config: Config, base_env: dict[str, str], state: dict, out: Path) -> di
             proc.wait_for_log("ready.", timeout=60)
     depth = (procs_mod.amqp_depth(AMQP_URL) if config.broker == "amqp"
              else procs_mod.redis_depth(config.redis_port))
-    sampler = procs_mod.Sampler(procs, depth).start()
+    sampler = procs_mod.Sampler(procs, depth, _database_backends(config)).start()
     url = f"http://127.0.0.1:{config.web_port}"
     load = Load(url, key, template_name)
     faults: list[dict] = []
@@ -276,6 +278,19 @@ def _run(config: Config, base_env: dict[str, str], state: dict, out: Path) -> di
     report.write_json(out / "result.json", result)
     report.plot(out / "million_day.png", sampler.series, load.sent, seen, t0, faults + chaos.events)
     return result
+
+
+def _database_backends(config: Config) -> procs_mod.DatabaseBackends | None:
+    """The local PostgreSQL's processes, to read their CPU by pool (None for a remote one)."""
+    from django.db import connection
+
+    from core.priorities import Priority, pool_nice
+
+    host = connection.settings_dict.get("HOST") or ""
+    if host not in ("", "127.0.0.1", "localhost", "::1") and not host.startswith("/"):
+        return None
+    bulk = (Priority.NORMAL, Priority.LOW) if config.renice_db_backends else ()
+    return procs_mod.DatabaseBackends(renice={f"notifier-{p.label}": pool_nice(p) for p in bulk})
 
 
 def _purge_amqp() -> None:

@@ -69,6 +69,9 @@ def main() -> None:
     role = sys.argv[1]
     argv = worker_argv(role)
     os.environ.update(worker_environment(role, dict(os.environ)))
+    # Names the pool's PostgreSQL sessions (libpq reads PGAPPNAME): pg_stat_activity then says
+    # which pool runs a statement, and a host running both can renice the bulk pools' backends.
+    os.environ.setdefault("PGAPPNAME", f"notifier-{role}")
     nice = 0 if role == "ops" else pool_nice(Priority.from_label(role))
     if nice > 0:
         os.nice(nice)  # inherited by the pool's children

@@ -1,8 +1,7 @@
 """Queue depth and age per priority, live workers per queue, provider health (reads only).
 
-Broker depth is LLEN of the Celery queue lists (kombu's Redis transport keeps one list per
-queue, plus one per priority step named `<queue>\\x06\\x16<step>`); it counts *tasks* (batches),
-while `pending` counts messages (QUEUED rows). Pending, processing and oldest age come from
+Broker depth (core.broker_queues) counts *tasks* (batches), while `pending` counts messages
+(QUEUED rows). Pending, processing and oldest age come from
 `delivery.selectors.queue_backlogs`, shared with the schedules API.
 
 Redis keys read here:
@@ -26,40 +25,13 @@ from django.db.models import Count, Q
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
+from core.broker_queues import broker_depths
 from core.priorities import ALL_QUEUES, POOLS, Priority
-from core.redis_client import broker_redis, get_redis, redis_key
+from core.redis_client import get_redis, redis_key
 from delivery.models import DeliveryAttempt, EmailMessage
 from delivery.selectors import circuit_breaker_get, queue_backlogs
 
 logger = logging.getLogger(__name__)
-KOMBU_PRIORITY_SEP = "\x06\x16"
-KOMBU_PRIORITY_STEPS = (3, 6, 9)  # kombu's default priority_steps besides 0 (the bare name)
-
-
-def _broker() -> redis.Redis | None:
-    # e.g. RabbitMQ: None, its depth comes from its management API, not here
-    return broker_redis(settings.CELERY_BROKER_URL, socket_timeout=2)
-
-
-def broker_depths() -> dict[str, int | None]:
-    """Tasks waiting per queue name (None when the broker cannot be read)."""
-    client = _broker()
-    if client is None:
-        return dict.fromkeys(ALL_QUEUES)
-    try:
-        pipe = client.pipeline(transaction=False)
-        for queue in ALL_QUEUES:
-            pipe.llen(queue)
-            for step in KOMBU_PRIORITY_STEPS:
-                pipe.llen(f"{queue}{KOMBU_PRIORITY_SEP}{step}")
-        lengths = pipe.execute()
-    except redis.RedisError:
-        logger.warning("broker unreachable for queue depths")
-        return dict.fromkeys(ALL_QUEUES)
-    width = 1 + len(KOMBU_PRIORITY_STEPS)
-    return {q: sum(lengths[i * width:(i + 1) * width]) for i, q in enumerate(ALL_QUEUES)}
-
-
 def alert_level(*, oldest_age: float | None, sla_seconds: int) -> str:
     """The SLA state: how long the oldest pending message has waited against the queue's SLA.
 

@@ -268,24 +268,37 @@ def stalled_sends_mark_ambiguous(*, started_before: datetime) -> int:
         return len(cursor.fetchall())
 
 
-def orphaned_messages_claim_requeue(*, older_than: Cutoff) -> list[tuple[int, int]]:
+def orphaned_messages_claim_requeue(
+    *, older_than: Cutoff, in_broker: Mapping[int, int] | None = None
+) -> list[tuple[int, int]]:
     """Transactional rows QUEUED for too long (their task may be lost): [(id, priority)].
 
     Campaign rows are left to the campaign sweeps, which track their own progress. A second
     publish of a row whose task still exists is harmless (the claim lets only one send), but
-    under a long backlog re-publishing every row each interval feeds the backlog it waits on
-    (seen in the million-day scenario), so each re-publish doubles the row's wait:
-    again only once its time since the last re-publish exceeds its age at that re-publish.
+    under a backlog it feeds the backlog it waits on (seen in the million-day scenario). So:
+    `in_broker` gives the tasks the broker still holds per priority; the queue is FIFO, so the
+    newest that many QUEUED rows of a priority are taken to have theirs, and only older rows are
+    candidates (decision 69). And each re-publish doubles a row's wait: again only once its time
+    since the last re-publish exceeds its age at that re-publish.
     """
     now = timezone.now()
     created, created_params = _older_than("created_at", older_than)
     requeued, requeued_params = _older_than("requeued_at", older_than)
+    covered = {p: n for p, n in (in_broker or {}).items() if n}
+    cases = "".join(" WHEN %s THEN %s" for _ in covered)
     sql = (
-        f"UPDATE {TABLE} SET requeued_at = %s WHERE status = %s AND campaign_id IS NULL "
+        # Rank every QUEUED transactional row of a priority, newest publish first.
+        f"WITH q AS (SELECT id AS qid, row_number() OVER (PARTITION BY priority "
+        f"ORDER BY coalesce(requeued_at, created_at) DESC, id DESC) AS newer FROM {TABLE} "
+        f"WHERE status = %s AND campaign_id IS NULL AND claimed_at IS NULL) "
+        f"UPDATE {TABLE} SET requeued_at = %s FROM q WHERE id = q.qid "
+        f"AND q.newer > {f'CASE priority{cases} ELSE 0 END' if covered else '0'} "
+        f"AND status = %s AND campaign_id IS NULL "
         f"AND claimed_at IS NULL AND ((requeued_at IS NULL AND {created}) "
         f"OR ({requeued} AND requeued_at + (requeued_at - created_at) < %s)) RETURNING id, priority"
     )
-    params = [now, Status.QUEUED, *created_params, *requeued_params, now]
+    params = [Status.QUEUED, now, *chain.from_iterable(covered.items()), Status.QUEUED]
+    params += [*created_params, *requeued_params, now]
     with connection.cursor() as cursor:
         cursor.execute(_walking_the_index(sql), params)
         return [(row[0], row[1]) for row in cursor.fetchall()]

@@ -15,7 +15,8 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from core.priorities import Priority, claim_lease_seconds, requeue_after_seconds
+from core.broker_queues import broker_depths
+from core.priorities import Priority, claim_lease_seconds, queue_for, requeue_after_seconds
 from delivery.services import ledger
 from delivery.services.dispatch import messages_enqueue_by_priority
 
@@ -35,6 +36,13 @@ def _cutoffs(now: datetime, seconds_for: Callable[[Priority, float], float],
     return {p: now - timedelta(seconds=seconds_for(p, ceiling)) for p in Priority}
 
 
+def _tasks_in_broker() -> dict[Priority, int]:
+    """Send tasks the broker still holds per priority; none where its depth cannot be read
+    (another transport, or the broker down): every old row is then a candidate, as before."""
+    depths = broker_depths()
+    return {p: depths.get(queue_for(p)) or 0 for p in Priority}
+
+
 def stalled_messages_recover() -> RecoveryReport:
     now = timezone.now()
     released = ledger.stale_claims_release(
@@ -43,7 +51,8 @@ def stalled_messages_recover() -> RecoveryReport:
         messages_enqueue_by_priority(released)
         logger.warning("requeued %d messages abandoned before hand-off", len(released))
     orphans = ledger.orphaned_messages_claim_requeue(
-        older_than=_cutoffs(now, requeue_after_seconds, settings.NOTIFIER_REQUEUE_AFTER_SECONDS))
+        older_than=_cutoffs(now, requeue_after_seconds, settings.NOTIFIER_REQUEUE_AFTER_SECONDS),
+        in_broker=_tasks_in_broker())
     if orphans:
         messages_enqueue_by_priority(orphans)
         logger.warning("re-published %d queued messages whose task may be lost", len(orphans))

@@ -102,6 +102,22 @@ def test_each_republish_of_an_orphan_doubles_its_wait(messages):
     assert ledger.orphaned_messages_claim_requeue(older_than=interval) == []
 
 
+def test_orphans_whose_tasks_the_broker_still_holds_are_not_published_again(messages):
+    """A backlog is not a loss: with two tasks of that priority still in the (FIFO) broker
+    queue, the two newest QUEUED rows have theirs; only the oldest is re-published (decision 69)."""
+    priority = messages[0].priority
+    now = timezone.now()
+    for age, message in zip((30, 20, 10), messages, strict=True):
+        EmailMessage.objects.filter(pk=message.pk).update(created_at=now - timedelta(seconds=age))
+    cutoff = now - timedelta(seconds=5)
+    other = (priority + 1) % 4
+    assert ledger.orphaned_messages_claim_requeue(older_than=cutoff, in_broker={priority: 3}) == []
+    assert ledger.orphaned_messages_claim_requeue(older_than=cutoff, in_broker={priority: 2, other: 9}) == [
+        (messages[0].pk, priority)]
+    EmailMessage.objects.update(requeued_at=None)
+    assert len(ledger.orphaned_messages_claim_requeue(older_than=cutoff, in_broker={other: 3})) == 3
+
+
 def test_each_priority_has_its_own_claim_lease(messages):
     """A P0 claim abandoned 5 s ago is released (its lease is 4 s); a P2 claim that old is not."""
     from core.priorities import Priority, claim_lease_seconds

@@ -1,0 +1,44 @@
+"""Tasks waiting in the broker per queue (reads only).
+
+Depth is LLEN of the Celery queue lists: kombu's Redis transport keeps one list per queue, plus
+one per priority step named `<queue>\\x06\\x16<step>`. It counts *tasks* (a batch task carries
+several message ids), not messages. Another transport (RabbitMQ) reads as unknown (None).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import redis
+from django.conf import settings
+
+from core.priorities import ALL_QUEUES
+from core.redis_client import broker_redis
+
+logger = logging.getLogger(__name__)
+KOMBU_PRIORITY_SEP = "\x06\x16"
+KOMBU_PRIORITY_STEPS = (3, 6, 9)  # kombu's default priority_steps besides 0 (the bare name)
+
+
+def _broker() -> redis.Redis | None:
+    # e.g. RabbitMQ: None, its depth comes from its management API, not here
+    return broker_redis(settings.CELERY_BROKER_URL, socket_timeout=2)
+
+
+def broker_depths() -> dict[str, int | None]:
+    """Tasks waiting per queue name (None when the broker cannot be read)."""
+    client = _broker()
+    if client is None:
+        return dict.fromkeys(ALL_QUEUES)
+    try:
+        pipe = client.pipeline(transaction=False)
+        for queue in ALL_QUEUES:
+            pipe.llen(queue)
+            for step in KOMBU_PRIORITY_STEPS:
+                pipe.llen(f"{queue}{KOMBU_PRIORITY_SEP}{step}")
+        lengths = pipe.execute()
+    except redis.RedisError:
+        logger.warning("broker unreachable for queue depths")
+        return dict.fromkeys(ALL_QUEUES)
+    width = 1 + len(KOMBU_PRIORITY_STEPS)
+    return {q: sum(lengths[i * width:(i + 1) * width]) for i, q in enumerate(ALL_QUEUES)}
