@@ -63,6 +63,7 @@ class Config:
     requeue_after: int = 5
     # Pools consuming P0; the Procfile has one, production runs two or more (docs/scaling.md).
     p0_pools: int = 1
+    p1_pools: int = 1
     # Pools the chaos monkey may kill ("ops" runs the campaign fan-out; see docs/benchmarks.md).
     chaos_roles: str = ",".join(procs_mod.ROLES)
     stall_seconds: float = 120.0  # stop early when the campaign makes no progress this long
@@ -211,7 +212,7 @@ def _run(config: Config, base_env: dict[str, str], state: dict, out: Path) -> di
         _purge_amqp()
     key, template_id, template_name, list_id = _setup_data(config.recipients)
     procs = procs_mod.app_processes(env, log_dir, config.web_port, config.concurrency,
-                                    config.p0_pools)
+                                    {"critical": config.p0_pools, "high": config.p1_pools})
     state["procs"] = procs
     for proc in procs.values():
         proc.start()
@@ -231,8 +232,7 @@ def _run(config: Config, base_env: dict[str, str], state: dict, out: Path) -> di
     load.scheduled(config.scheduled, t0 + config.scheduled_first_due, t0 + config.scheduled_last_due,
                    threads=4)
     roles = [r for r in config.chaos_roles.split(",") if r in procs]
-    if "critical" in roles:
-        roles += [name for name in procs if name.startswith("critical") and name != "critical"]
+    roles += [name for name in procs for r in list(roles) if name != r and name.rstrip("0123456789") == r]
     chaos = state["chaos"] = procs_mod.Chaos(procs, config.kill_interval, roles=tuple(roles)).start()
     timers = _faults(state, env, config, primary, t0, faults)
     why = _wait_done(campaign_id, t0, config)

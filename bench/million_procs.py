@@ -51,19 +51,20 @@ def wait_redis(port: int, timeout: float = 20) -> None:
     raise TimeoutError("dedicated redis did not start")
 
 
-def app_processes(env: dict[str, str], log_dir: Path, web_port: int,
-                  concurrency: dict[str, int], p0_pools: int = 1) -> dict[str, ManagedProcess]:
-    """web, one pool per role (`p0_pools` pools for critical: a pool restart then never leaves
-    the P0 queue without a consumer), the scheduler."""
+def app_processes(env: dict[str, str], log_dir: Path, web_port: int, concurrency: dict[str, int],
+                  pools: dict[str, int] | None = None) -> dict[str, ManagedProcess]:
+    """web, `pools[role]` pools per role (default one; two critical pools mean a pool restart never
+    leaves the P0 queue without a consumer), the scheduler. A second pool of a role runs as the
+    Procfile's worker-p0b does: core.worker under its own node name (`<role><n>@host`)."""
     procs = {"web": harness.web({**env, "PGAPPNAME": "notifier-web"}, log_dir, web_port)}
     for index, role in enumerate(ROLES):
         key = "NOTIFIER_WORKER_OPS_CONCURRENCY" if role == "ops" else f"NOTIFIER_WORKER_P{index}_CONCURRENCY"
-        procs[role] = harness.worker(role, {**env, key: str(concurrency[role])}, log_dir)
-        if role == "critical":
-            for extra in range(2, p0_pools + 1):
-                argv = _p0_pool_argv(extra, concurrency[role])
-                procs[f"critical{extra}"] = ManagedProcess(
-                    f"worker-critical{extra}", argv, {**env, "PGAPPNAME": "notifier-critical"}, log_dir)
+        role_env = {**env, key: str(concurrency[role])}
+        procs[role] = harness.worker(role, role_env, log_dir)
+        for n in range(2, (pools or {}).get(role, 1) + 1):
+            argv = [harness.PY, "-m", "core.worker", role]
+            named = {**role_env, "NOTIFIER_WORKER_NAME": f"{role}{n}@%h"}
+            procs[f"{role}{n}"] = ManagedProcess(f"worker-{role}{n}", argv, named, log_dir)
     procs["scheduler"] = harness.scheduler({**env, "PGAPPNAME": "notifier-scheduler"}, log_dir, interval=0.5)
     return procs
 
@@ -99,14 +100,6 @@ class DatabaseBackends:
             self.reniced.add(pid)
         except (PermissionError, ProcessLookupError):
             self.refused = True  # not ours to renice (another user, or gone): CPU is still read
-
-
-def _p0_pool_argv(n: int, concurrency: int) -> list[str]:
-    """core.worker's critical pool under its own node name (RabbitMQ's pidbox queue is
-    exclusive per node name, so two pools may not share one)."""
-    return [harness.PY, "-m", "celery", "-A", "notifier", "worker", "--loglevel", "INFO", "-P", "prefork",
-            "--without-gossip", "--without-mingle", "-Q", SEND_QUEUES["P0"], "-n", f"critical{n}@%h",
-            "--prefetch-multiplier", "1", "--concurrency", str(concurrency)]
 
 
 @dataclass
