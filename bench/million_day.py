@@ -158,14 +158,17 @@ def _wait_done(campaign_id: int, t0: float, config: Config) -> str:
     while time.time() - t0 < config.max_seconds:
         # The probe reads one row; the count walks every unfinished row of the campaign (~1 s of
         # PostgreSQL at 1M), so it runs only as often as stall detection needs.
-        pending = int(_campaign_rows(campaign_id).exists())
-        if pending and time.time() >= next_count:
+        unfinished = _campaign_rows(campaign_id).exists()
+        pending = last_pending
+        if not unfinished:
+            pending = 0
+        elif time.time() >= next_count:
             pending, next_count = _campaign_rows(campaign_id).count(), time.time() + STALL_COUNT_SECONDS
-            if pending != last_pending:
-                last_pending, last_change = pending, time.time()
+        if pending != last_pending:
+            last_pending, last_change = pending, time.time()
         planned = [t for t in (config.redis_restart_at, config.refuse_at) if t < config.max_seconds]
         faults_done = time.time() - t0 > max(planned, default=0) + 5
-        if time.time() > last_due + 5 and faults_done and pending == 0:
+        if time.time() > last_due + 5 and faults_done and not unfinished:
             return "campaign drained"
         if faults_done and time.time() - last_change > config.stall_seconds:
             return f"campaign stalled: {pending} rows unfinished, no progress for {config.stall_seconds:g} s"
@@ -233,8 +236,8 @@ def _run(config: Config, base_env: dict[str, str], state: dict, out: Path) -> di
     p3_rate = config.scheduled / max(config.scheduled_last_due - config.scheduled_first_due, 1.0)
     load.scheduled(config.scheduled, t0 + config.scheduled_first_due, t0 + config.scheduled_last_due,
                    threads=max(4, math.ceil(p3_rate * STREAM_THREADS_PER_RATE)))
-    roles = [r for r in config.chaos_roles.split(",") if r in procs]
-    roles += [name for name in procs for r in list(roles) if name != r and name.rstrip("0123456789") == r]
+    chosen = set(config.chaos_roles.split(","))
+    roles = [name for name in procs if name.rstrip("0123456789") in chosen]  # critical2 is critical
     chaos = state["chaos"] = procs_mod.Chaos(procs, config.kill_interval, roles=tuple(roles)).start()
     timers = _faults(state, env, config, primary, t0, faults)
     why = _wait_done(campaign_id, t0, config)

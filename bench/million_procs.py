@@ -81,14 +81,15 @@ class DatabaseBackends:
     refused: bool = False
 
     def processes(self) -> list[tuple[str, int]]:
+        """(application name, or the backend type of a server process; pid) of each process."""
         from django.db import connection
 
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pid, coalesce(nullif(application_name, ''), backend_type) "
+            cursor.execute("SELECT coalesce(nullif(application_name, ''), backend_type), pid "
                            "FROM pg_stat_activity WHERE pid <> pg_backend_pid()")
-            rows = [(f"pg:{name}", pid) for pid, name in cursor.fetchall()]
-        for name, pid in rows:
-            self._renice(name.removeprefix("pg:"), pid)
+            rows = cursor.fetchall()
+        for application, pid in rows:
+            self._renice(application, pid)
         return rows
 
     def _renice(self, application: str, pid: int) -> None:
@@ -198,7 +199,7 @@ class Sampler:
             backends = self.database.processes()
         except Exception:  # noqa: BLE001 - the sampler outlives a database hiccup: a gap
             return
-        for name, pid in backends:
+        for application, pid in backends:
             try:
                 times = psutil.Process(pid).cpu_times()
             except psutil.Error:
@@ -206,7 +207,7 @@ class Sampler:
             # From the first sample on: the server's own processes predate the run (a backend
             # started during it loses at most its first second).
             base = self._cpu_base.setdefault(pid, times.user + times.system)
-            self.cpu.setdefault(name, {})[pid] = times.user + times.system - base
+            self.cpu.setdefault(f"pg:{application}", {})[pid] = times.user + times.system - base
 
     def run(self) -> None:
         while not self._stop.wait(1.0):

@@ -8,6 +8,7 @@ several message ids), not messages. Another transport (RabbitMQ) reads as unknow
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 import redis
 from django.conf import settings
@@ -25,20 +26,20 @@ def _broker() -> redis.Redis | None:
     return broker_redis(settings.CELERY_BROKER_URL, socket_timeout=2)
 
 
-def broker_depths() -> dict[str, int | None]:
+def broker_depths(queues: Sequence[str] = ALL_QUEUES) -> dict[str, int | None]:
     """Tasks waiting per queue name (None when the broker cannot be read)."""
     client = _broker()
     if client is None:
-        return dict.fromkeys(ALL_QUEUES)
+        return dict.fromkeys(queues)
     try:
         pipe = client.pipeline(transaction=False)
-        for queue in ALL_QUEUES:
+        for queue in queues:
             pipe.llen(queue)
             for step in KOMBU_PRIORITY_STEPS:
                 pipe.llen(f"{queue}{KOMBU_PRIORITY_SEP}{step}")
         lengths = pipe.execute()
     except redis.RedisError:
         logger.warning("broker unreachable for queue depths")
-        return dict.fromkeys(ALL_QUEUES)
+        return dict.fromkeys(queues)
     width = 1 + len(KOMBU_PRIORITY_STEPS)
-    return {q: sum(lengths[i * width:(i + 1) * width]) for i, q in enumerate(ALL_QUEUES)}
+    return {q: sum(lengths[i * width:(i + 1) * width]) for i, q in enumerate(queues)}

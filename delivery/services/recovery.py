@@ -16,7 +16,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from core.broker_queues import broker_depths
-from core.priorities import Priority, claim_lease_seconds, queue_for, requeue_after_seconds
+from core.priorities import SEND_QUEUES, Priority, claim_lease_seconds, queue_for, requeue_after_seconds
 from delivery.services import ledger
 from delivery.services.dispatch import messages_enqueue_by_priority
 
@@ -39,8 +39,8 @@ def _cutoffs(now: datetime, seconds_for: Callable[[Priority, float], float],
 def _tasks_in_broker() -> dict[Priority, int]:
     """Send tasks the broker still holds per priority; none where its depth cannot be read
     (another transport, or the broker down): every old row is then a candidate, as before."""
-    depths = broker_depths()
-    return {p: depths.get(queue_for(p)) or 0 for p in Priority}
+    depths = broker_depths(SEND_QUEUES)  # read on every tick: the send queues only
+    return {p: depths[queue_for(p)] or 0 for p in Priority}
 
 
 def stalled_messages_recover() -> RecoveryReport:
