@@ -58,7 +58,7 @@ MESSAGE_TABLE = EmailMessage._meta.db_table
 SUPPRESSION_TABLE = Suppression._meta.db_table
 # Only the audience's own per-recipient data (an inline audience's values; {} otherwise): the
 # send path reads the contact's attributes, email, name, timezone and locale under it when it
-# renders (delivery.services.ledger `messages_read_for_send`, decision 65).
+# renders (delivery.services.ledger `_send_rows_sql`, decision 65).
 CONTEXT_EXPR = "c.data"
 
 

@@ -518,7 +518,7 @@ def _execute_prepared(cursor, name: str, sql: str, params: Sequence[object], *,
 @dataclass(frozen=True, slots=True)
 class ClaimedMessage:
     """A row to send, with what sending it needs (read in the claim's round trip, or by
-    `messages_read_for_send` for a batch): plain values, no model instance (~20 us a row less)."""
+    `messages_queued_read_for_send` for a bulk batch): plain values, no model instance (~20 us a row less)."""
 
     id: int
     attempts: int
@@ -564,41 +564,67 @@ def _claimed(row: Sequence) -> ClaimedMessage:
                           bool(row[8]), row[9] or "", bool(row[10]))
 
 
-def messages_read_for_send(*, message_ids: Sequence[int], queued_only: bool = False) -> list[ClaimedMessage]:
-    """The rows of a batch as a send needs them, in one prepared statement (a LEFT JOIN reads
-    each row's contact: its locale, and a campaign row's merge data), with whether each
-    recipient is suppressed now. `queued_only`: only rows still QUEUED, read before their claim
-    (a bulk batch, decision 59), whose claim re-checks suppression itself: `suppressed` is then
-    left False."""
+def messages_queued_read_for_send(*, message_ids: Sequence[int]) -> list[ClaimedMessage]:
+    """The rows of a batch still QUEUED, as a send needs them, read before their claim (a bulk
+    batch, decision 59), in one prepared statement (a LEFT JOIN reads each row's contact: its
+    locale, and a campaign row's merge data). The claim re-checks suppression itself
+    (`messages_claim_hand_off`): `suppressed` is left False here."""
     if not message_ids:
         return []
-    status = f"AND {_status_is(f'{TABLE}.status')}" if queued_only else ""
-    suppressed = "FALSE" if queued_only else email_is_suppressed_sql(f"lower({TABLE}.recipient)")
-    sql = _send_rows_sql(TABLE, suppressed=suppressed,
-                         where=f"WHERE {TABLE}.id = ANY(%s) {status} ORDER BY {TABLE}.id")
-    params: list[object] = [list(message_ids), *([Status.QUEUED] if queued_only else [])]
+    sql = _send_rows_sql(TABLE, suppressed="FALSE",
+                         where=f"WHERE {TABLE}.id = ANY(%s) AND {_status_is(f'{TABLE}.status')} "
+                               f"ORDER BY {TABLE}.id")
     with connection.cursor() as cursor:
-        _execute_prepared(cursor, "send_rows", sql, params, flush_wait=True)
+        _execute_prepared(cursor, "send_rows", sql, [list(message_ids), Status.QUEUED], flush_wait=True)
+        return [_claimed(row) for row in cursor.fetchall()]
+
+
+_MINE_NOT_HANDED_OVER = (
+    f"{_status_is()} AND claim_token = %s AND send_started_at IS NULL"  # SENDING, this task's
+)
+
+
+def _claim_cte(rows: str) -> str:
+    """`messages_claim`'s UPDATE as a CTE named `claimed` of the rows `rows` picks (SQL whose
+    placeholders follow the SET's three), under the registered claim guards."""
+    return (
+        f"WITH claimed AS (UPDATE {TABLE} SET status = %s, claim_token = %s, claimed_at = %s, "
+        f"attempts = attempts + 1 WHERE {rows} AND {claim_guard_sql()} RETURNING *) "
+    )
+
+
+def messages_claim_for_send(*, message_ids: Sequence[int], token: str) -> list[ClaimedMessage]:
+    """`messages_claim` returning the rows as a send reads them (attempts as counted by this
+    claim), in one prepared statement instead of a claim and a read (a P2 batch, claimed before
+    it renders). Committed without waiting for the WAL flush, like the claim (decision 32).
+
+    A batch that finds a row of its own SENDING and not handed over claims nothing: it is this
+    very task redelivered after its worker died mid-batch (Celery keeps the id), and the caller
+    splits it (`sending._split`). One row is re-taken instead, as `messages_claim` does.
+    """
+    if not message_ids:
+        return []
+    ids = list(message_ids)
+    if len(ids) > 1:
+        mine = f"EXISTS (SELECT 1 FROM {TABLE} WHERE id = ANY(%s) AND {_MINE_NOT_HANDED_OVER})"
+        rows, params = f"id = ANY(%s) AND {_status_is()} AND NOT {mine}", [ids, Status.QUEUED, ids]
+    else:
+        rows, params = f"id = ANY(%s) AND ({_status_is()} OR ({_MINE_NOT_HANDED_OVER}))", [ids, Status.QUEUED]
+    suppressed = email_is_suppressed_sql(f"lower({TABLE}.recipient)")
+    sql = _claim_cte(rows) + _send_rows_sql("claimed", suppressed=suppressed, where=f"ORDER BY {TABLE}.id")
+    params = [Status.SENDING, token, timezone.now(), *params, Status.SENDING, token]
+    with connection.cursor() as cursor:
+        _execute_prepared(cursor, "batch_claim", sql, params, flush_wait=False)
         return [_claimed(row) for row in cursor.fetchall()]
 
 
 def message_claim_for_send(*, message_id: int, token: str) -> ClaimedMessage | None:
-    """`messages_claim` for one row, returning the row itself, whether it must not be sent now
-    (its recipient is suppressed, or its campaign contact was deleted) and its contact's locale:
-    claim, load and suppression check in one statement (the claim's CTE read as the batch reads
-    its rows).
-
-    Same guard as `messages_claim` (QUEUED, or this very task redelivered before its hand-off;
-    the registered claim guards), same asynchronous commit (decision 32).
-    """
-    claim = (
-        f"UPDATE {TABLE} SET status = %s, claim_token = %s, claimed_at = %s, "
-        f"attempts = attempts + 1 WHERE id = %s AND "
-        f"({_status_is()} OR ({_status_is()} AND claim_token = %s AND send_started_at IS NULL)) "
-        f"AND {claim_guard_sql()} RETURNING *"
-    )
+    """`messages_claim` for one row (send_one's lean path), returning the row as a send reads
+    it, in one statement; this very task redelivered before its hand-off re-takes its row (one
+    row is never split). `suppressed` also says its campaign contact was deleted."""
     suppressed = f"({email_is_suppressed_sql(f'lower({TABLE}.recipient)')} OR {_CONTACT_GONE})"
-    sql = f"WITH claimed AS ({claim}) {_send_rows_sql('claimed', suppressed=suppressed)}"
+    sql = _claim_cte(f"id = %s AND ({_status_is()} OR ({_MINE_NOT_HANDED_OVER}))") + _send_rows_sql(
+        "claimed", suppressed=suppressed)
     params = [Status.SENDING, token, timezone.now(), message_id, Status.QUEUED, Status.SENDING, token]
     with connection.cursor() as cursor:
         _execute_prepared(cursor, "send_one_claim", sql, params, flush_wait=False)

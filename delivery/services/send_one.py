@@ -62,7 +62,7 @@ def message_send_one(*, message_id: int, token: str) -> BatchReport:
 
 
 def _sendable(claimed: ledger.ClaimedMessage, token: str, report: BatchReport) -> bool:
-    """Poison guard and suppression at send, as the batch path's `_load` and `_drop_suppressed`."""
+    """Poison guard and suppression at send, as the batch path's `_guard` and `_drop_suppressed`."""
     if claimed.attempts > attempt_limit(claimed.priority):
         report.dead_lettered += messages_dead_letter(message_ids=[claimed.id], token=token,
                                                      error=POISON_ERROR)

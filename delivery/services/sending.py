@@ -76,20 +76,21 @@ def message_batch_send(*, message_ids: Sequence[int], token: str, priority: int 
     first = priority in HAND_OFF_AT_CLAIM and _first_delivery(token)
     if first and _send_claimed_at_hand_off(message_ids, token, report):
         return report
-    if len(message_ids) > 1 and _redelivered(message_ids, token):
-        report.split_ids = _split(message_ids, token)
-        return report
-    claimed = ledger.messages_claim(message_ids=message_ids, token=token)
+    claimed = ledger.messages_claim_for_send(message_ids=message_ids, token=token)
     if not claimed:
+        # Nothing QUEUED, or this batch ran before and died after its claim (the claim took
+        # nothing then): split it so a poison message cannot take its batch-mates down with it.
+        if len(message_ids) > 1 and _redelivered(message_ids, token):
+            report.split_ids = _split(message_ids, token)
         return report
-    signals.batch_claimed.send(sender=__name__, message_ids=[pk for pk, _ in claimed], token=token)
-    messages = _load(claimed, token, report)
+    signals.batch_claimed.send(sender=__name__, message_ids=[m.id for m in claimed], token=token)
+    messages = _guard(claimed, token, report)
     messages = _drop_suppressed(messages, token, report)
     emails = render_claimed(messages, token, report)
     started = ledger.messages_mark_started(message_ids=[e.message_id for e in emails], token=token)
     emails = [email for email in emails if email.message_id in started]
     if emails:
-        attempts = dict(claimed)
+        attempts = {m.id: m.attempts for m in claimed}
         send_with_failover(emails, token, report, attempts)
     return report
 
@@ -109,7 +110,7 @@ def _send_claimed_at_hand_off(message_ids: Sequence[int], token: str, report: Ba
     """Render the QUEUED rows unclaimed, then claim + hand over in one write; False (nothing
     written) when a row needs the classic path: bulk rows only, and a row that
     this claim would take past its attempt limit is dead-lettered there (poison guard)."""
-    messages = ledger.messages_read_for_send(message_ids=message_ids, queued_only=True)
+    messages = ledger.messages_queued_read_for_send(message_ids=message_ids)
     if any(m.priority not in HAND_OFF_AT_CLAIM or m.attempts >= attempt_limit(m.priority) for m in messages):
         return False
     if not messages:
@@ -166,10 +167,9 @@ def _split(message_ids: Sequence[int], token: str) -> list[int]:
     return list(queued.values_list("id", flat=True))
 
 
-def _load(claimed: list[tuple[int, int]], token: str, report: BatchReport) -> list[ClaimedMessage]:
-    """Read claimed rows; a row past its priority's attempt limit fails here (poison guard), a
-    campaign row whose contact was deleted is SUPPRESSED (decision 65)."""
-    rows = ledger.messages_read_for_send(message_ids=[pk for pk, _ in claimed])
+def _guard(rows: list[ClaimedMessage], token: str, report: BatchReport) -> list[ClaimedMessage]:
+    """The claimed rows that may go on: a row past its priority's attempt limit fails here
+    (poison guard), a campaign row whose contact was deleted is SUPPRESSED (decision 65)."""
     exhausted = {m.id for m in rows if m.attempts > attempt_limit(m.priority)}
     if exhausted:
         report.dead_lettered += messages_dead_letter(

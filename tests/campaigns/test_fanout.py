@@ -12,7 +12,7 @@ from campaigns.selectors import campaign_counters
 from campaigns.services import lifecycle
 from campaigns.services.fanout import campaign_fanout
 from delivery.models import EmailMessage
-from delivery.services.ledger import messages_claim, messages_read_for_send
+from delivery.services.ledger import messages_claim, messages_queued_read_for_send
 from tests import factories
 from tests.campaigns.helpers import contacts_create
 
@@ -34,8 +34,8 @@ def campaign(db, purged_queues) -> Campaign:
 
 
 def send_context(message_id: int) -> dict:
-    """What the send path renders this row with."""
-    return messages_read_for_send(message_ids=[message_id])[0].context
+    """What the send path renders this (still QUEUED) row with."""
+    return messages_queued_read_for_send(message_ids=[message_id])[0].context
 
 
 def _rows(campaign: Campaign) -> list[str]:

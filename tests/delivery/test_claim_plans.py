@@ -80,7 +80,7 @@ def _plans_of(call) -> list[str]:
     return plans
 
 
-@pytest.mark.parametrize("claim", ["messages_claim", "messages_claim_hand_off"])
+@pytest.mark.parametrize("claim", ["messages_claim", "messages_claim_hand_off", "messages_claim_for_send"])
 def test_a_batch_claim_walks_its_own_ids_not_every_queued_row(claim, queued_ids_behind_stale_statistics):
     ids = queued_ids_behind_stale_statistics
     _assert_driven_by_ids(_plans_of(lambda: getattr(ledger, claim)(message_ids=ids, token="plan-check")))

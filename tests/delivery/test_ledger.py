@@ -184,7 +184,7 @@ def test_the_campaigns_claim_guard_is_registered_with_the_send_path(status):
     assert sorted(row[0] for row in claimed) == sorted(m.id for m in sent)
 
 
-@pytest.mark.parametrize("claim", ["messages_claim", "messages_claim_hand_off"])
+@pytest.mark.parametrize("claim", ["messages_claim", "messages_claim_hand_off", "messages_claim_for_send"])
 def test_a_row_whose_campaign_was_deleted_in_a_race_is_never_claimed(claim):
     """Decision 63: campaign_id has no database constraint, so a fan-out chunk committed just
     after its campaign's deletion (the delete cascaded only the rows it saw) leaves rows naming
@@ -198,5 +198,6 @@ def test_a_row_whose_campaign_was_deleted_in_a_race_is_never_claimed(claim):
     late = email_message(version=version, campaign_id=deleted_id, idempotency_key=f"c:{deleted_id}:1")
     otp = email_message(version=version, idempotency_key="otp")
     claimed = getattr(ledger, claim)(message_ids=[late.id, otp.id], token="t")
-    assert list(dict(claimed)) == [otp.id]  # [(id, attempts)] or {id: (status, attempts)}
+    # [(id, attempts)], {id: (status, attempts)} or [ClaimedMessage]
+    assert [getattr(row, "id", row[0] if isinstance(row, tuple) else row) for row in claimed] == [otp.id]
     assert EmailMessage.objects.get(id=late.id).status == Status.QUEUED
