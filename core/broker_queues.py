@@ -1,4 +1,4 @@
-"""Tasks waiting in the broker per queue (reads only).
+"""Tasks waiting in the broker per queue, and whether the broker restarted (reads only).
 
 Depth is LLEN of the Celery queue lists: kombu's Redis transport keeps one list per queue, plus
 one per priority step named `<queue>\\x06\\x16<step>`. It counts *tasks* (a batch task carries
@@ -43,3 +43,16 @@ def broker_depths(queues: Sequence[str] = ALL_QUEUES) -> dict[str, int | None]:
         return dict.fromkeys(queues)
     width = 1 + len(KOMBU_PRIORITY_STEPS)
     return {q: sum(lengths[i * width:(i + 1) * width]) for i, q in enumerate(queues)}
+
+
+def broker_run_id() -> str | None:
+    """The Redis broker's run id (INFO server): it changes when the server restarts, and a Redis
+    restarted without persistence has lost every task it held. None: another transport, or the
+    broker cannot be read."""
+    client = _broker()
+    if client is None:
+        return None
+    try:
+        return client.info("server").get("run_id")
+    except redis.RedisError:
+        return None

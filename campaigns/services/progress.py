@@ -2,7 +2,9 @@
 
 A campaign whose rows sit QUEUED with none in flight and no progress for
 `NOTIFIER_REQUEUE_AFTER_SECONDS` has lost its tasks (e.g. Redis restarted without persistence):
-its unclaimed rows are published again (the claim fences any duplicate task).
+its unclaimed rows are published again (the claim fences any duplicate task). When the broker
+is known to have lost them (campaigns/services/recovery.py watches a Redis broker's run id), they
+are published again as soon as nothing is in flight.
 
 Redis keys (core.redis_client.redis_key):
 
@@ -27,8 +29,9 @@ MS = EmailMessage.Status
 KEY_TTL_SECONDS = 3600
 
 
-def campaign_stalled_republish(*, campaign_id: int) -> int:
-    """Rows published again (0 unless the campaign stalled)."""
+def campaign_stalled_republish(*, campaign_id: int, tasks_lost: bool = False) -> int:
+    """Rows published again (0 unless the campaign stalled). `tasks_lost`: the broker is known to
+    have lost them (it restarted and the campaign's queue is empty): no stall time to wait out."""
     key = redis_key("campaigns", "progress", campaign_id)
     redis = get_redis()
     # A sending campaign almost always has a batch in flight: that one-row probe answers it. The
@@ -44,6 +47,9 @@ def campaign_stalled_republish(*, campaign_id: int) -> int:
         return 0
     finished = sum(counts.values()) - queued
     now = time.time()
+    if tasks_lost:
+        redis.set(key, f"{finished}:{now}", ex=KEY_TTL_SECONDS)
+        return campaign_unclaimed_republish(campaign=Campaign.objects.get(pk=campaign_id))[0]
     previous = redis.get(key)
     if previous is not None:
         last_finished, _, since = previous.decode().partition(":")

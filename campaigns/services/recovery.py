@@ -1,10 +1,12 @@
-"""Re-publish fan-outs that were lost (e.g. the broker was down when the campaign was launched).
+"""Campaign work lost with the broker: fan-outs (e.g. the broker was down when the campaign was
+launched), send tasks and progress-check chains (a Redis broker restarted without persistence).
 
 A campaign whose fan-out has not finished (QUEUED: never started; SCHEDULED or SENDING: started)
 and whose `fanout_cursor` has not moved for NOTIFIER_CAMPAIGN_FANOUT_STALL_SECONDS gets its
 fan-out task published again. That is safe: the fan-out takes a per-campaign advisory lock (a
 second copy returns at once), resumes from its cursor and inserts with ON CONFLICT DO NOTHING.
-The scheduler's dispatcher-lock holder runs the sweep (scheduling run_scheduler).
+The scheduler's dispatcher-lock holder runs the sweep (scheduling run_scheduler); see
+`campaigns_stalled_sends_republish` for the sends.
 
 Redis keys (core.redis_client.redis_key):
 
@@ -24,7 +26,10 @@ from django.utils import timezone
 
 from campaigns.jobs import campaign_fanout_enqueue
 from campaigns.models import Campaign
+from campaigns.services.lifecycle import campaign_complete
 from campaigns.services.progress import campaign_stalled_republish
+from core.broker_queues import broker_depths, broker_run_id
+from core.priorities import SEND_QUEUES, queue_for
 from core.redis_client import get_redis, redis_key
 
 logger = logging.getLogger(__name__)
@@ -64,20 +69,63 @@ def campaigns_lost_fanout_republish(*, now: float | None = None) -> list[int]:
     return kicked
 
 
+class BrokerRestartWatch:
+    """The broker's run id as this process last read it, and the campaigns that were active when
+    it changed and have not been published again since (a Redis restarted without persistence
+    lost their queued tasks, and their progress-check chains with them).
+
+    Kept in the memory of the process that sweeps (the scheduler's lock holder): a scheduler that
+    starts after the restart never saw the old id, and its campaigns wait out the stall time.
+    """
+
+    def __init__(self) -> None:
+        self.run_id: str | None = None
+        self.awaiting: set[int] = set()
+
+    def look(self, active: set[int]) -> set[int]:
+        """Read the broker's run id; the active campaigns still awaiting their re-publish."""
+        run_id = broker_run_id()
+        if run_id is not None:
+            if self.run_id is not None and run_id != self.run_id:
+                logger.warning("the broker restarted: campaigns %s may have lost their tasks", sorted(active))
+                self.awaiting |= active
+            self.run_id = run_id
+        self.awaiting &= active  # completed, paused or cancelled since: nothing to do
+        return set(self.awaiting)
+
+
+broker_restarts = BrokerRestartWatch()
+
+
 def campaigns_stalled_sends_republish() -> int:
     """Campaigns whose fan-out finished but whose QUEUED rows stopped moving get those rows
-    published again; returns how many rows.
+    published again; returns how many rows. A campaign with nothing left is completed.
 
     The per-campaign progress check re-schedules itself through the broker, so a broker that
     loses its queues (Redis restarted without persistence) loses that chain with the send tasks.
-    This sweep runs from the scheduler, outside the broker; `campaign_stalled_republish` acts only
-    after no progress for NOTIFIER_REQUEUE_AFTER_SECONDS, and the claim fences any duplicate task.
+    This sweep runs from the scheduler, outside the broker, and does the chain's work:
+    `campaign_complete`, then `campaign_stalled_republish`, which acts after no progress for
+    NOTIFIER_REQUEUE_AFTER_SECONDS, or at once for a campaign active when the broker restarted
+    whose send queue it finds empty (a queue that survived the restart is left alone). The claim
+    fences any duplicate task.
     """
-    active = (
+    active = dict(
         Campaign.objects.filter(status__in=[CS.QUEUED, CS.SENDING], fanout_done=True)
-        .order_by("id").values_list("id", flat=True)[:SWEEP_LIMIT]
+        .order_by("id").values_list("id", "priority")[:SWEEP_LIMIT]
     )
-    republished = sum(campaign_stalled_republish(campaign_id=campaign_id) for campaign_id in active)
+    awaiting = broker_restarts.look(set(active))
+    depths = broker_depths(SEND_QUEUES) if awaiting else {}
+    republished = 0
+    for campaign_id, priority in active.items():
+        if campaign_complete(campaign_id=campaign_id):
+            continue
+        lost = campaign_id in awaiting and depths.get(queue_for(priority)) == 0
+        if campaign_id in awaiting and not lost:
+            broker_restarts.awaiting.discard(campaign_id)  # its queue survived, or cannot be read
+        rows = campaign_stalled_republish(campaign_id=campaign_id, tasks_lost=lost)
+        if lost and rows:
+            broker_restarts.awaiting.discard(campaign_id)
+        republished += rows
     if republished:
         logger.warning("re-published %d stalled campaign messages (tasks lost)", republished)
     return republished
