@@ -112,21 +112,24 @@ class Load:
         for i in range(threads):
             self._spawn(self._stream, label, priority, rate, i, threads)
 
-    def _scheduled(self, slots: list[float], offset: int, stride: int, lead: float) -> None:
+    def _scheduled(self, slots: list[float], offset: int, stride: int, ahead: float, lead: float) -> None:
         api = ApiConnection(self.url, self.key)
         for n in range(offset, len(slots), stride):
-            if self._stop.is_set():
+            if self._stop.wait(max(0.0, slots[n] - ahead - time.time())):
                 return
             send_at = max(slots[n], time.time() + lead)  # always in the future when posted
             self._post(api, "P3", "low", n, send_at)
 
     def scheduled(self, count: int, first_due: float, last_due: float, threads: int,
                   lead: float = 10.0) -> None:
-        """`count` P3 messages due evenly between the two instants (epoch seconds)."""
+        """`count` P3 messages due evenly between the two instants (epoch seconds), each posted
+        as long before its due time as the first is from now: at the same even rate as they fall
+        due, not as fast as the threads go (a burst of ~60/s the web tier took from P0 and P1)."""
         step = (last_due - first_due) / max(count - 1, 1)
         slots = [first_due + i * step for i in range(count)]
+        ahead = max(first_due - time.time(), lead)
         for i in range(threads):
-            self._spawn(self._scheduled, slots, i, threads, lead)
+            self._spawn(self._scheduled, slots, i, threads, ahead, lead)
 
     def _spawn(self, target, *args) -> None:
         thread = threading.Thread(target=target, args=args, daemon=True)
