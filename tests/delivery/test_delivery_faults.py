@@ -218,7 +218,10 @@ def test_per_domain_limit_holds_across_workers(esps, spawn, tmp_path):
     gmail = sorted(e.accepted_at for e in esps["sendgrid"].ledger.entries() if "gmail" in e.recipient)
     rate, span = _steady_rate(gmail)
     print(f"domain limit 20/s: measured {rate:.1f}/s over {span:.1f} s")
-    assert 18 <= rate <= 22, rate
+    # Above the limit is the failure this test is for (a per-process bucket gives ~40/s). Below
+    # it, a loaded CI machine's workers sometimes take a token late (17.9/s seen under xdist):
+    # the lower bound only asks that the shared bucket does not throttle far below its rate.
+    assert 16 <= rate <= 22, rate
 
 
 def test_breaker_opens_skips_probes_and_closes_as_the_ledger_shows(esps, spawn, tmp_path):
