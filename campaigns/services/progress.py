@@ -47,16 +47,19 @@ def campaign_stalled_republish(*, campaign_id: int, tasks_lost: bool = False) ->
         return 0
     finished = sum(counts.values()) - queued
     now = time.time()
-    if tasks_lost:
-        redis.set(key, f"{finished}:{now}", ex=KEY_TTL_SECONDS)
-        return campaign_unclaimed_republish(campaign=Campaign.objects.get(pk=campaign_id))[0]
-    previous = redis.get(key)
-    if previous is not None:
-        last_finished, _, since = previous.decode().partition(":")
-        if int(last_finished) == finished:
-            if now - float(since) < settings.NOTIFIER_REQUEUE_AFTER_SECONDS:
-                return 0
-            redis.set(key, f"{finished}:{now}", ex=KEY_TTL_SECONDS)
-            return campaign_unclaimed_republish(campaign=Campaign.objects.get(pk=campaign_id))[0]
+    stalled = tasks_lost
+    if not stalled:
+        since = _unchanged_since(redis.get(key), finished)
+        if since is not None and now - since < settings.NOTIFIER_REQUEUE_AFTER_SECONDS:
+            return 0  # no progress yet, not for long: the clock keeps running
+        stalled = since is not None
     redis.set(key, f"{finished}:{now}", ex=KEY_TTL_SECONDS)
-    return 0
+    return campaign_unclaimed_republish(campaign=Campaign.objects.get(pk=campaign_id))[0] if stalled else 0
+
+
+def _unchanged_since(previous: bytes | None, finished: int) -> float | None:
+    """Since when the campaign has had `finished` rows done (None: first sight, or it moved)."""
+    if previous is None:
+        return None
+    last_finished, _, since = previous.decode().partition(":")
+    return float(since) if int(last_finished) == finished else None

@@ -93,6 +93,10 @@ class BrokerRestartWatch:
         self.awaiting &= active  # completed, paused or cancelled since: nothing to do
         return set(self.awaiting)
 
+    def settle(self, campaign_id: int) -> None:
+        """The campaign was published again, or its queue survived the restart."""
+        self.awaiting.discard(campaign_id)
+
 
 broker_restarts = BrokerRestartWatch()
 
@@ -119,12 +123,11 @@ def campaigns_stalled_sends_republish() -> int:
     for campaign_id, priority in active.items():
         if campaign_complete(campaign_id=campaign_id):
             continue
-        lost = campaign_id in awaiting and depths.get(queue_for(priority)) == 0
-        if campaign_id in awaiting and not lost:
-            broker_restarts.awaiting.discard(campaign_id)  # its queue survived, or cannot be read
+        awaited = campaign_id in awaiting
+        lost = awaited and depths.get(queue_for(priority)) == 0
         rows = campaign_stalled_republish(campaign_id=campaign_id, tasks_lost=lost)
-        if lost and rows:
-            broker_restarts.awaiting.discard(campaign_id)
+        if awaited and (rows or not lost):  # published again; or its queue survived, or is unread
+            broker_restarts.settle(campaign_id)
         republished += rows
     if republished:
         logger.warning("re-published %d stalled campaign messages (tasks lost)", republished)

@@ -96,6 +96,13 @@ def _older_than(column: str, cutoff: Cutoff) -> tuple[str, list[object]]:
     return sql, [latest, *chain.from_iterable(cutoff.items()), latest]
 
 
+# A row this very task claimed and has not handed over (params: SENDING, token): Celery
+# redelivers a task that died mid-batch under the same id.
+_MINE_NOT_HANDED_OVER = f"{_status_is()} AND claim_token = %s AND send_started_at IS NULL"
+# What a claim may take (params: QUEUED, SENDING, token).
+_QUEUED_OR_MINE = f"({_status_is()} OR ({_MINE_NOT_HANDED_OVER}))"
+
+
 def messages_claim(*, message_ids: Sequence[int], token: str) -> list[tuple[int, int]]:
     """QUEUED -> SENDING for this task; returns [(id, attempts)] of the rows it now owns.
 
@@ -106,8 +113,7 @@ def messages_claim(*, message_ids: Sequence[int], token: str) -> list[tuple[int,
         return []
     sql = (
         f"UPDATE {TABLE} SET status = %s, claim_token = %s, claimed_at = %s, "
-        f"attempts = attempts + 1 WHERE id IN ({_placeholders(message_ids)}) AND "
-        f"({_status_is()} OR ({_status_is()} AND claim_token = %s AND send_started_at IS NULL)) "
+        f"attempts = attempts + 1 WHERE id IN ({_placeholders(message_ids)}) AND {_QUEUED_OR_MINE} "
         # Registered rules, e.g. campaigns: never claim a row of a paused or cancelled campaign.
         f"AND {claim_guard_sql()} "
         f"RETURNING id, attempts"
@@ -579,9 +585,6 @@ def messages_queued_read_for_send(*, message_ids: Sequence[int]) -> list[Claimed
         return [_claimed(row) for row in cursor.fetchall()]
 
 
-_MINE_NOT_HANDED_OVER = (
-    f"{_status_is()} AND claim_token = %s AND send_started_at IS NULL"  # SENDING, this task's
-)
 
 
 def _claim_cte(rows: str) -> str:
@@ -609,7 +612,7 @@ def messages_claim_for_send(*, message_ids: Sequence[int], token: str) -> list[C
         mine = f"EXISTS (SELECT 1 FROM {TABLE} WHERE id = ANY(%s) AND {_MINE_NOT_HANDED_OVER})"
         rows, params = f"id = ANY(%s) AND {_status_is()} AND NOT {mine}", [ids, Status.QUEUED, ids]
     else:
-        rows, params = f"id = ANY(%s) AND ({_status_is()} OR ({_MINE_NOT_HANDED_OVER}))", [ids, Status.QUEUED]
+        rows, params = f"id = ANY(%s) AND {_QUEUED_OR_MINE}", [ids, Status.QUEUED]
     suppressed = email_is_suppressed_sql(f"lower({TABLE}.recipient)")
     sql = _claim_cte(rows) + _send_rows_sql("claimed", suppressed=suppressed, where=f"ORDER BY {TABLE}.id")
     params = [Status.SENDING, token, timezone.now(), *params, Status.SENDING, token]
@@ -623,8 +626,7 @@ def message_claim_for_send(*, message_id: int, token: str) -> ClaimedMessage | N
     it, in one statement; this very task redelivered before its hand-off re-takes its row (one
     row is never split). `suppressed` also says its campaign contact was deleted."""
     suppressed = f"({email_is_suppressed_sql(f'lower({TABLE}.recipient)')} OR {_CONTACT_GONE})"
-    sql = _claim_cte(f"id = %s AND ({_status_is()} OR ({_MINE_NOT_HANDED_OVER}))") + _send_rows_sql(
-        "claimed", suppressed=suppressed)
+    sql = _claim_cte(f"id = %s AND {_QUEUED_OR_MINE}") + _send_rows_sql("claimed", suppressed=suppressed)
     params = [Status.SENDING, token, timezone.now(), message_id, Status.QUEUED, Status.SENDING, token]
     with connection.cursor() as cursor:
         _execute_prepared(cursor, "send_one_claim", sql, params, flush_wait=False)

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from delivery.models import EmailMessage
 from delivery.providers import get_provider
 from delivery.services.rate_limits import limits_cache_clear
 from tests.fakes import FakeMailgun, FakeSendGrid, FakeSES
@@ -81,3 +82,23 @@ def mailgun() -> Iterator[FakeMailgun]:
 def ses() -> Iterator[FakeSES]:
     with FakeSES(record_requests=True) as fake:
         yield fake
+
+
+class MessageTableStatements:
+    """Statements that name the message table, through Django's execute wrapper
+    (`with connection.execute_wrapper(MessageTableStatements())`)."""
+
+    TABLE = EmailMessage._meta.db_table
+
+    def __init__(self) -> None:
+        self.sql: list[str] = []
+
+    def __call__(self, execute, sql, params, many, context):
+        if self.TABLE in sql:
+            self.sql.append(sql)
+        return execute(sql, params, many, context)
+
+    @property
+    def updates(self) -> int:
+        """Of them, the UPDATEs of the message table itself."""
+        return sum(1 for sql in self.sql if "UPDATE" in sql and self.TABLE in sql.split("SET")[0])

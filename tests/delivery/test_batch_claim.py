@@ -14,12 +14,11 @@ from audience.models import Suppression
 from delivery.models import EmailMessage
 from delivery.services import ledger
 from delivery.services.sending import message_batch_send
-from tests.delivery.conftest import ledger_counts
+from tests.delivery.conftest import MessageTableStatements, ledger_counts
 from tests.factories import email_message, template_version
 
 Status = EmailMessage.Status
 pytestmark = pytest.mark.django_db
-TABLE = EmailMessage._meta.db_table
 
 
 def _states(ids: list[int]) -> set[tuple[str, int]]:
@@ -29,18 +28,6 @@ def _states(ids: list[int]) -> set[tuple[str, int]]:
 def _messages(n: int, *, priority: int = 2, **fields) -> list[int]:
     version = template_version(html_body="<p>Hi {{ name }}</p>")
     return [email_message(version=version, priority=priority, **fields).id for _ in range(n)]
-
-
-class _Statements:
-    """Statements that name the message table, through Django's execute wrapper."""
-
-    def __init__(self) -> None:
-        self.sql: list[str] = []
-
-    def __call__(self, execute, sql, params, many, context):
-        if TABLE in sql:
-            self.sql.append(sql)
-        return execute(sql, params, many, context)
 
 
 def test_the_claim_returns_the_rows_as_a_send_reads_them():
@@ -67,7 +54,7 @@ def test_a_first_p2_delivery_touches_the_message_table_three_times(settings, esp
     """Claim with its read and its redelivery probe, the hand-off mark, SENT (five before)."""
     settings.NOTIFIER_PROVIDERS = ["sendgrid"]
     ids = _messages(20)
-    statements = _Statements()
+    statements = MessageTableStatements()
     with connection.execute_wrapper(statements):
         report = message_batch_send(message_ids=ids, token=uuid.uuid4().hex, priority=2)
     assert report.sent == 20

@@ -17,7 +17,7 @@ from delivery import signals
 from delivery.models import EmailMessage
 from delivery.services import ledger
 from delivery.services.sending import _first_delivery, message_batch_send
-from tests.delivery.conftest import ledger_counts
+from tests.delivery.conftest import MessageTableStatements, ledger_counts
 from tests.factories import email_message, template_version
 
 Status = EmailMessage.Status
@@ -27,18 +27,6 @@ pytestmark = pytest.mark.django_db
 def _messages(n: int, *, priority: int = 3, html: str = "<p>Hi {{ name }}</p>") -> list[int]:
     version = template_version(html_body=html)
     return [email_message(version=version, priority=priority).id for _ in range(n)]
-
-
-class _Writes:
-    """UPDATE statements on the message table, counted through Django's execute wrapper."""
-
-    def __init__(self) -> None:
-        self.updates = 0
-
-    def __call__(self, execute, sql, params, many, context):
-        if "UPDATE" in sql and EmailMessage._meta.db_table in sql.split("SET")[0]:
-            self.updates += 1
-        return execute(sql, params, many, context)
 
 
 def test_one_write_claims_and_hands_over_and_no_other_copy_wins_a_row():
@@ -76,7 +64,7 @@ def test_a_bulk_batch_sends_with_two_writes_instead_of_three(settings, esps):
     merged, normal, classic = _messages(20), _messages(20, priority=2), _messages(20)
     writes = {}
     for name, ids, priority in (("merged", merged, 3), ("normal", normal, 2), ("classic", classic, None)):
-        counter = _Writes()
+        counter = MessageTableStatements()
         with connection.execute_wrapper(counter):
             report = message_batch_send(message_ids=ids, token=uuid.uuid4().hex, priority=priority)
         assert report.sent == 20
