@@ -12,8 +12,10 @@ from core.task_publish import task_publish
 PROGRESS_CHECK_SECONDS = 2.0  # far below the broker visibility timeout (celery#2599)
 
 
-def campaign_fanout_enqueue(campaign_id: int) -> None:
-    task_publish("campaigns.fanout", args=(campaign_id,), queue=MAINTENANCE_QUEUE)
+def campaign_fanout_enqueue(campaign_id: int, *, republish_all: bool = False) -> None:
+    """Start or continue a fan-out; `republish_all` after a pause (campaigns.services.fanout)."""
+    args = (campaign_id, True) if republish_all else (campaign_id,)
+    task_publish("campaigns.fanout", args=args, queue=MAINTENANCE_QUEUE)
 
 
 def campaign_cancel_rows_enqueue(campaign_id: int) -> None:

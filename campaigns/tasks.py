@@ -19,9 +19,9 @@ logger = logging.getLogger(__name__)
 
 
 @shared_task(name="campaigns.fanout", ignore_result=True)
-def campaign_fanout_task(campaign_id: int) -> dict:
+def campaign_fanout_task(campaign_id: int, republish_all: bool = False) -> dict:
     try:
-        report = campaign_fanout(campaign_id=campaign_id)
+        report = campaign_fanout(campaign_id=campaign_id, republish_all=republish_all)
     except Exception as exc:
         logger.exception("fan-out of campaign %s failed", campaign_id)
         campaign_fail(campaign_id=campaign_id, reason=f"fan-out failed: {exc}")

@@ -7,9 +7,10 @@ transaction advances the campaign's `fanout_cursor`; after the commit the new QU
 published as batch tasks on the campaign's priority queue. No recipient passes through the ORM.
 
 Restart safety: a fan-out killed half-way is redelivered (acks_late) or re-run by resume; it
-starts from the cursor, and first re-publishes the campaign's unclaimed QUEUED rows, covering a
-crash between a chunk's commit and its publish (a second publish is harmless: the claim fences
-it). A session advisory lock keeps two copies of one campaign's fan-out from running at once.
+starts from the cursor, and first re-publishes the unclaimed QUEUED rows its publishing had not
+reached (campaigns/services/fanout_marks.py), covering a crash between a chunk's commit and its
+publish (a second publish is harmless: the claim fences it); a resume re-publishes them all. A
+session advisory lock keeps two copies of one campaign's fan-out from running at once.
 
 A big audience (NOTIFIER_FANOUT_PARALLEL_MIN contacts or more) is split into disjoint contact-id
 ranges written at once by NOTIFIER_FANOUT_CONNECTIONS threads, each with its own connection and
@@ -28,7 +29,7 @@ from threading import Event
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import NOT_PROVIDED
+from django.db.models import NOT_PROVIDED, QuerySet
 from django.utils import timezone
 
 from audience.models import Suppression
@@ -43,6 +44,7 @@ from campaigns.campaign_schedule import campaign_schedule_compiled
 from campaigns.jobs import campaign_progress_check_later
 from campaigns.models import Campaign
 from campaigns.schedule_sql import schedule_expr_params, schedule_sql
+from campaigns.services.fanout_marks import fanout_published_mark, fanout_published_marks, range_field
 from campaigns.services.scheduled import campaign_schedule_record_update, campaign_scheduled_restore
 from delivery.models import EmailMessage
 from delivery.services.dispatch import messages_enqueue
@@ -164,14 +166,16 @@ SELECT (SELECT max(id) FROM scan), (SELECT count(*) FROM scan), (SELECT count(*)
                           cursor_slots=1 + len(audience.keyset_also))
 
 
-def campaign_fanout(*, campaign_id: int) -> FanoutReport:
-    """Run (or continue) a campaign's fan-out; returns what this run did."""
+def campaign_fanout(*, campaign_id: int, republish_all: bool = False) -> FanoutReport:
+    """Run (or continue) a campaign's fan-out; returns what this run did. A continuing fan-out
+    first re-publishes the QUEUED rows its publishing had not reached, or with `republish_all`
+    (a resume: the paused campaign's tasks were consumed and skipped) every unclaimed one."""
     report = FanoutReport()
     if not campaign_lock(campaign_id, wait=False):
         logger.info("fan-out of campaign %s already running elsewhere", campaign_id)
         return report
     try:
-        return _fanout_locked(campaign_id, report)
+        return _fanout_locked(campaign_id, report, republish_all)
     finally:
         campaign_unlock(campaign_id)
 
@@ -209,12 +213,16 @@ def _start(campaign_id: int) -> Campaign | None:
     return campaign
 
 
-def _fanout_locked(campaign_id: int, report: FanoutReport) -> FanoutReport:
+def _fanout_locked(campaign_id: int, report: FanoutReport, republish_all: bool) -> FanoutReport:
     campaign = _start(campaign_id)
     if campaign is None:
         return report
     if campaign.fanout_cursor or campaign.fanout_done:
-        report.republished, report.tasks = campaign_unclaimed_republish(campaign=campaign)
+        published = {} if republish_all else fanout_published_marks(campaign.id)
+        republished = campaign_unclaimed_republish(campaign=campaign, published=published)
+        report.republished, report.tasks = republished
+        logger.info("fan-out of campaign %s continues: %d unclaimed rows published again (%s)",
+                    campaign.id, republished[0], "past the publish marks" if published else "all")
         campaign_scheduled_restore(campaign_id=campaign.id)
     if campaign.fanout_done:
         _finish(campaign.id)  # restarts the completion checks that a pause stopped
@@ -229,7 +237,7 @@ def _fanout_locked(campaign_id: int, report: FanoutReport) -> FanoutReport:
         campaign.fanout_ranges = _ranges_record(campaign)
     if campaign.fanout_ranges:
         return _ranges_write(campaign, report)
-    with _Publisher(campaign.priority, report) as publisher:
+    with _Publisher(campaign, None, report) as publisher:
         whole = _Range(index=None, cursor=campaign.fanout_cursor, upper=NO_UPPER)
         finished = _range_write(campaign, whole, report, publisher, Event())
     if finished:
@@ -287,7 +295,7 @@ def _ranges_write(campaign: Campaign, report: FanoutReport) -> FanoutReport:
 
 def _range_in_thread(campaign: Campaign, rng: _Range, part: FanoutReport, stop: Event) -> bool:
     try:
-        with _Publisher(campaign.priority, part) as publisher:
+        with _Publisher(campaign, rng.index, part) as publisher:
             return _range_write(campaign, rng, part, publisher, stop)
     except BaseException:
         stop.set()
@@ -340,12 +348,13 @@ def _range_write(
             stop.set()
             return False  # paused or cancelled: resume re-publishes what was written
         if queued_ids and publishes:
-            publisher.publish(queued_ids)
+            publisher.publish(queued_ids, cursor_id)
     return False
 
 
 class _Publisher:
-    """Publishes committed chunks from one background thread while the next chunk is written.
+    """Publishes one range's committed chunks, in order, from one background thread while the
+    next chunk is written, and marks how far it got after each (fanout_marks).
 
     Publishing (~2 ms per task to Redis) and the INSERT (PostgreSQL's time; psycopg2 releases
     the GIL) then overlap. At most `MAX_PENDING` chunks wait; leaving the block waits for all and
@@ -354,19 +363,33 @@ class _Publisher:
 
     MAX_PENDING = 20
 
-    def __init__(self, priority: int, report: FanoutReport):
-        self.priority = priority
+    def __init__(self, campaign: Campaign, range_index: int | None, report: FanoutReport):
+        self.campaign_id = campaign.id
+        self.priority = campaign.priority
+        self.range_index = range_index
         self.report = report
+        self.failed = False
         self.pending: deque[Future] = deque()
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fanout-publish")
 
     def __enter__(self) -> _Publisher:
         return self
 
-    def publish(self, ids: list[int]) -> None:
+    def publish(self, ids: list[int], through_contact_id: int) -> None:
+        """Publish a committed chunk's QUEUED ids; its range is written up to `through_contact_id`."""
         if len(self.pending) >= self.MAX_PENDING:
             self.report.tasks += self.pending.popleft().result()
-        self.pending.append(self.executor.submit(messages_enqueue, message_ids=ids, priority=self.priority))
+        self.pending.append(self.executor.submit(self._publish_and_mark, ids, through_contact_id))
+
+    def _publish_and_mark(self, ids: list[int], through_contact_id: int) -> int:
+        try:
+            tasks = messages_enqueue(message_ids=ids, priority=self.priority)
+        except BaseException:
+            self.failed = True  # a later chunk's mark would pass over this one's rows
+            raise
+        if not self.failed:
+            fanout_published_mark(self.campaign_id, self.range_index, through_contact_id)
+        return tasks
 
     def __exit__(self, *exc_info: object) -> None:
         try:
@@ -416,18 +439,42 @@ def _finish(campaign_id: int) -> None:
     transaction.on_commit(lambda: campaign_progress_check_later(campaign_id))
 
 
-def campaign_unclaimed_republish(*, campaign: Campaign) -> tuple[int, int]:
-    """Publish again every QUEUED, unclaimed row of the campaign: (rows, tasks)."""
+def campaign_unclaimed_republish(
+    *, campaign: Campaign, published: dict[str, int] | None = None
+) -> tuple[int, int]:
+    """Publish again the campaign's QUEUED, unclaimed rows: (rows, tasks). Every one, or with
+    `published` (a fan-out's marks: range field -> contact id) only each range's rows past its mark."""
+    unclaimed = EmailMessage.objects.filter(campaign_id=campaign.id, status=Status.QUEUED)
+    if not published:
+        return _republish_pages(campaign, unclaimed, "id")
     rows = tasks = 0
-    last_id = 0
+    for after, upper in _unpublished_windows(campaign, published):
+        window = unclaimed.filter(contact_id__gt=after, contact_id__lte=upper)
+        window_rows, window_tasks = _republish_pages(campaign, window, "contact_id")
+        rows, tasks = rows + window_rows, tasks + window_tasks
+    return rows, tasks
+
+
+def _unpublished_windows(campaign: Campaign, published: dict[str, int]) -> list[tuple[int, int]]:
+    """(after, upper] contact ids per range whose rows may be unpublished. A range's lower bound
+    is the upper bound of the one before it (its own first element is its moving cursor)."""
+    if not campaign.fanout_ranges:
+        return [(published.get(range_field(None), 0), NO_UPPER)]
+    windows, lower = [], 0
+    for index, (_cursor, upper) in enumerate(campaign.fanout_ranges):
+        windows.append((max(lower, published.get(range_field(index), lower)), upper))
+        lower = upper
+    return windows
+
+
+def _republish_pages(campaign: Campaign, rows_query: QuerySet, order: str) -> tuple[int, int]:
+    rows = tasks = 0
+    last = 0
     while True:
-        ids = list(
-            EmailMessage.objects.filter(
-                campaign_id=campaign.id, status=Status.QUEUED, id__gt=last_id
-            ).order_by("id").values_list("id", flat=True)[:REPUBLISH_CHUNK]
-        )
-        if not ids:
+        page = list(rows_query.filter(**{f"{order}__gt": last}).order_by(order)
+                    .values_list("id", order)[:REPUBLISH_CHUNK])
+        if not page:
             return rows, tasks
-        rows += len(ids)
-        tasks += messages_enqueue(message_ids=ids, priority=campaign.priority)
-        last_id = ids[-1]
+        rows += len(page)
+        tasks += messages_enqueue(message_ids=[pk for pk, _ in page], priority=campaign.priority)
+        last = page[-1][1]

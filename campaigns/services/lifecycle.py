@@ -81,7 +81,8 @@ def campaign_resume(*, campaign_id: int) -> Campaign:
     campaign = _transition(campaign_id, "resume", [CS.PAUSED], status=back_to, resume_status="")
     campaign_schedule_records_set(campaign_id=campaign_id, old="paused", new="active")
     if campaign.status == CS.QUEUED or not campaign.fanout_done:
-        transaction.on_commit(lambda: campaign_fanout_enqueue(campaign_id))
+        # Every unclaimed row again: the tasks published before the pause were consumed and skipped.
+        transaction.on_commit(lambda: campaign_fanout_enqueue(campaign_id, republish_all=True))
     return campaign
 
 

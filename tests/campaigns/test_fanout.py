@@ -79,11 +79,13 @@ def test_fanout_records_the_whole_audience_and_makes_it_exact_when_done(campaign
 
 def test_restarted_fanout_completes_without_duplicates(campaign):
     campaign_fanout(campaign_id=campaign.pk)
-    # As if the first run died after its first chunk committed: cursor back to chunk 1.
+    # As if the first run died after its first chunk committed, before publishing it: cursor
+    # back to chunk 1, and no publish recorded.
     first_chunk_end = Contact.objects.order_by("id").values_list("id", flat=True)[999]
     EmailMessage.objects.filter(campaign=campaign, contact_id__gt=first_chunk_end).delete()
     Campaign.objects.filter(pk=campaign.pk).update(
         fanout_done=False, fanout_cursor=first_chunk_end, excluded_count=2)
+    _marks_forget(campaign)
     report = campaign_fanout(campaign_id=campaign.pk)
     assert report.finished and report.republished == 998  # first chunk's rows published again
     rows = _rows(campaign)
@@ -242,3 +244,83 @@ def test_list_chunk_reads_the_membership_index_from_the_cursor(db):
         plan = "\n".join(row[0] for row in cursor.fetchall())
     membership = [line for line in plan.splitlines() if "Index Cond" in line and "contactlist_id" in line]
     assert membership and all("contact_id >" in line for line in membership), plan
+
+
+def _marks_forget(campaign: Campaign) -> None:
+    """As if no chunk's publish had been recorded (the run died before its first, or Redis lost them)."""
+    from core.redis_client import get_redis, redis_key
+
+    get_redis().delete(redis_key("campaigns", "fanout_published", campaign.pk))
+
+
+
+def _marks(campaign: Campaign) -> dict[str, int]:
+    from campaigns.services.fanout_marks import fanout_published_marks
+
+    return fanout_published_marks(campaign.pk)
+
+
+def _died_before_publishing_after(campaign: Campaign, contact_id: int) -> None:
+    """As if the run committed every chunk, published those up to `contact_id`, then died."""
+    from campaigns.services.fanout_marks import fanout_published_mark
+
+    fanout_published_mark(campaign.pk, None, contact_id)
+    Campaign.objects.filter(pk=campaign.pk).update(fanout_done=False)
+
+
+def test_a_restarted_fanout_publishes_again_only_what_its_publishing_had_not_reached(campaign):
+    campaign_fanout(campaign_id=campaign.pk)
+    contacts = list(Contact.objects.order_by("id").values_list("id", flat=True))
+    assert _marks(campaign) == {"all": contacts[1999]}  # the last chunk's cursor, once published
+
+    # Redelivered after it finished: everything was published, nothing is published again.
+    campaign.refresh_from_db()
+    Campaign.objects.filter(pk=campaign.pk).update(fanout_done=False)
+    assert campaign_fanout(campaign_id=campaign.pk).republished == 0
+
+    # Died between the second chunk's commit and its publish: that chunk's rows only.
+    _died_before_publishing_after(campaign, contacts[999])
+    report = campaign_fanout(campaign_id=campaign.pk)
+    second_chunk = EmailMessage.objects.filter(campaign=campaign, contact_id__gt=contacts[999])
+    assert report.republished == second_chunk.count() == 999 and report.tasks == 10
+    assert report.finished and len(_rows(campaign)) == 1997  # and nothing written twice
+
+
+def test_a_claimed_row_past_the_mark_is_not_published_again(campaign):
+    campaign_fanout(campaign_id=campaign.pk)
+    contacts = list(Contact.objects.order_by("id").values_list("id", flat=True))
+    late = list(EmailMessage.objects.filter(campaign=campaign, contact_id__gt=contacts[1989])
+                .values_list("id", flat=True))
+    messages_claim(message_ids=late, token="sent-meanwhile")
+    _died_before_publishing_after(campaign, contacts[1979])
+    assert campaign_fanout(campaign_id=campaign.pk).republished == 10  # 20 past the mark, 10 claimed
+
+
+def test_without_marks_or_on_resume_every_unclaimed_row_is_published_again(campaign):
+    campaign_fanout(campaign_id=campaign.pk)
+    Campaign.objects.filter(pk=campaign.pk).update(fanout_done=False)
+    # A resume: the tasks published before the pause were consumed and skipped.
+    assert campaign_fanout(campaign_id=campaign.pk, republish_all=True).republished == 1997
+    _marks_forget(campaign)  # nothing known: the whole range, as before the marks
+    Campaign.objects.filter(pk=campaign.pk).update(fanout_done=False)
+    assert campaign_fanout(campaign_id=campaign.pk).republished == 1997
+
+
+def test_resume_asks_the_fanout_to_publish_every_unclaimed_row_again(
+    campaign, django_capture_on_commit_callbacks
+):
+    from campaigns.tasks import campaign_fanout_task
+    from core.priorities import MAINTENANCE_QUEUE
+    from notifier.celery import app as celery_app
+
+    campaign_fanout(campaign_id=campaign.pk)
+    assert _marks(campaign)  # the marks alone would publish nothing again
+    lifecycle.campaign_pause(campaign_id=campaign.pk)
+    with django_capture_on_commit_callbacks(execute=True):
+        lifecycle.campaign_resume(campaign_id=campaign.pk)
+    with celery_app.connection_for_read() as conn:
+        message = conn.SimpleQueue(MAINTENANCE_QUEUE, no_ack=True).get(timeout=10)
+    assert message.headers["task"] == "campaigns.fanout"
+    args = message.payload[0]
+    assert args == [campaign.pk, True]
+    assert campaign_fanout_task.run(*args)["tasks"] == 20  # all 1,997 rows, 100 per task

@@ -67,14 +67,15 @@ def test_a_fanout_that_died_mid_range_resumes_each_range_without_duplicates(camp
     campaign_fanout(campaign_id=campaign.pk)
     campaign.refresh_from_db()
     first, second, last = campaign.fanout_ranges
-    # As if it died with the first range half written and the last one not started: the rows
-    # past each range's committed cursor were never written.
+    # As if it died with the first range half written (its first chunk not yet published) and
+    # the last one not started: the rows past each range's committed cursor were never written.
     middle = Contact.objects.get(email="a999@example.com").pk
     rows = EmailMessage.objects.filter(campaign=campaign)
     rows.filter(contact_id__gt=middle, contact_id__lte=first[1]).delete()
     rows.filter(contact_id__gt=second[1]).delete()
     died = [[middle, first[1]], second, [second[1], last[1]]]
     Campaign.objects.filter(pk=campaign.pk).update(fanout_done=False, fanout_ranges=died, excluded_count=1)
+    _marks_set(campaign, {"1": second[0]})  # only the middle range's publishing was recorded
 
     report = campaign_fanout(campaign_id=campaign.pk)
 
@@ -84,6 +85,36 @@ def test_a_fanout_that_died_mid_range_resumes_each_range_without_duplicates(camp
     assert (report.inserted, report.republished, report.finished) == (1000 + 299, 999, True)
     campaign.refresh_from_db()
     assert campaign.excluded_count == 2  # the last range's unsubscribed contact, counted again
+
+
+def _marks_set(campaign: Campaign, marks: dict[str, int]) -> None:
+    from core.redis_client import get_redis, redis_key
+
+    key = redis_key("campaigns", "fanout_published", campaign.pk)
+    get_redis().delete(key)
+    if marks:
+        get_redis().hset(key, mapping=marks)
+
+
+def test_a_restarted_range_publishes_again_only_past_its_own_mark(campaign):
+    from campaigns.services.fanout_marks import fanout_published_marks
+
+    campaign_fanout(campaign_id=campaign.pk)
+    campaign.refresh_from_db()
+    marks = fanout_published_marks(campaign.pk)
+    # Each range marks its own progress; the middle one holds only another tenant's contacts,
+    # published nothing and has no mark (read as its lower bound).
+    assert set(marks) == {"0", "2"}
+    # Died with every chunk committed; the first range's publishing had reached a499 only.
+    a499 = Contact.objects.get(email="a499@example.com").pk
+    _marks_set(campaign, {**marks, "0": a499})
+    Campaign.objects.filter(pk=campaign.pk).update(fanout_done=False)
+    report = campaign_fanout(campaign_id=campaign.pk)
+    first_upper = campaign.fanout_ranges[0][1]
+    rows = EmailMessage.objects.filter(campaign=campaign)
+    expected = rows.filter(contact_id__gt=a499, contact_id__lte=first_upper)
+    assert report.republished == expected.count() == 1500  # a500..a1999
+    assert (report.inserted, report.finished) == (0, True)
 
 
 def test_a_small_audience_stays_on_one_connection(purged_queues, parallel, settings):
