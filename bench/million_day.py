@@ -264,9 +264,11 @@ def _run(config: Config, base_env: dict[str, str], state: dict, out: Path) -> di
     pending = {str(i) for i in EmailMessage.objects.filter(
         status__in=_unfinished()).values_list("id", flat=True)}
     expected = campaign_ids | {s.message_id for s in load.sent}
+    stream_rows = _stream_rows(load.sent)
     result = {
         "config": asdict(config), "stopped_because": why, "elapsed_s": round(elapsed, 1),
         "latency": {label: report.latency(load.sent, seen, label) for label in ("P0", "P1")},
+        "stages": {label: report.stages(load.sent, stream_rows, seen, label) for label in ("P0", "P1")},
         "p3_lateness": report.lateness(load.sent, seen),
         "campaign": report.campaign_figures(campaign_ids, seen, t0),
         "delivery": report.delivery_counts(expected, seen, ambiguous & expected, pending & expected),
@@ -283,6 +285,20 @@ def _run(config: Config, base_env: dict[str, str], state: dict, out: Path) -> di
     report.write_json(out / "result.json", result)
     report.plot(out / "million_day.png", sampler.series, load.sent, seen, t0, faults + chaos.events)
     return result
+
+
+def _stream_rows(sent: list) -> dict[str, tuple]:
+    """message id -> (created_at, claimed_at, send_started_at) in epoch seconds, for the streams."""
+    from delivery.models import EmailMessage
+
+    ids = [int(s.message_id) for s in sent if s.label in ("P0", "P1")]
+    fields = ("id", "created_at", "claimed_at", "send_started_at")
+    rows = {}
+    for start in range(0, len(ids), 10_000):
+        chunk = EmailMessage.objects.filter(id__in=ids[start:start + 10_000]).values_list(*fields)
+        for pk, *stamps in chunk:
+            rows[str(pk)] = tuple(t.timestamp() if t else None for t in stamps)
+    return rows
 
 
 def _database_backends(config: Config) -> procs_mod.DatabaseBackends | None:

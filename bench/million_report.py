@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from itertools import pairwise
 from pathlib import Path
 
 from bench.harness import percentile
@@ -55,6 +56,27 @@ def latency(sent: list, seen: dict, label: str) -> dict:
                         if s.label == label and s.message_id in seen])
 
 
+STAGES = ("driver", "web", "queue", "claim_to_send", "esp")
+
+
+def stages(sent: list, rows: dict, seen: dict, label: str) -> dict:
+    """Where a stream's latency goes, per message: the driver's own wait before the request was
+    on the socket, the web until the row's INSERT (created_at), the queue until the claim, the
+    claim until the send started, the send until the ESP's acceptance; p50/p99 of each (s).
+    `rows` maps message id -> (created_at, claimed_at, send_started_at) as epoch seconds."""
+    spans: dict[str, list[float]] = {stage: [] for stage in STAGES}
+    for s in sent:
+        row = rows.get(s.message_id)
+        if s.label != label or row is None or None in row or s.written is None or s.message_id not in seen:
+            continue
+        created, claimed, started = row
+        points = (s.started, s.written, created, claimed, started, seen[s.message_id][0][1])
+        for stage, (begin, end) in zip(STAGES, pairwise(points), strict=True):
+            spans[stage].append(end - begin)
+    return {stage: {k: v for k, v in percentiles(values).items() if k in ("n", "p50", "p99")}
+            for stage, values in spans.items()}
+
+
 def lateness(sent: list, seen: dict) -> dict:
     return percentiles([seen[s.message_id][0][1] - s.send_at for s in sent
                         if s.label == "P3" and s.message_id in seen])
@@ -86,6 +108,10 @@ def table(result: dict) -> str:
         lines.append(f"  {label} latency (request -> ESP) n={lat['n']}: p50 {lat['p50']} s  "
                      f"p95 {lat['p95']} s  p99 {lat['p99']} s  max {lat['max']} s  "
                      f"(accepted {accepted:.1f}/s of {offered:g}/s asked)")
+        split = result.get("stages", {}).get(label)
+        if split:
+            lines.append("    p50 / p99 s: " + ", ".join(
+                f"{stage} {v['p50']} / {v['p99']}" for stage, v in split.items()))
     late = result["p3_lateness"]
     lines.append(f"  P3 lateness (send_at -> ESP) n={late['n']}: p50 {late['p50']} s  "
                  f"p99 {late['p99']} s  max {late['max']} s")

@@ -41,5 +41,9 @@ def test_small_million_day_loses_nothing_and_keeps_the_p0_sla(broker, transactio
     # Drained: no campaign row is left QUEUED or SENDING (AMBIGUOUS ones are held, counted above).
     assert result["stopped_because"] == "campaign drained", result["campaign"]
     assert result["latency"]["P0"]["n"] > 0 and result["latency"]["P0"]["max"] < 10, result["latency"]
+    # The latency's split adds up: every stage measured for most P0 messages, none negative.
+    stages = result["stages"]["P0"]
+    assert min(stage["n"] for stage in stages.values()) > result["latency"]["P0"]["n"] // 2, stages
+    assert all(stage["p50"] >= 0 for stage in stages.values()), stages
     assert result["api_error_count"] == 0, result["api_errors"]  # after retries of 503s
     assert {f["kind"] for f in result["faults"]} >= {"redis-down", "kill-child", "primary-refuse-15s"}
