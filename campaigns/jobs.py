@@ -14,6 +14,7 @@ PROGRESS_CHECK_SECONDS = 2.0  # far below the broker visibility timeout (celery#
 
 def campaign_fanout_enqueue(campaign_id: int, *, republish_all: bool = False) -> None:
     """Start or continue a fan-out; `republish_all` after a pause (campaigns.services.fanout)."""
+    # One argument unless asked: a worker still on the one-argument task takes it during a deploy.
     args = (campaign_id, True) if republish_all else (campaign_id,)
     task_publish("campaigns.fanout", args=args, queue=MAINTENANCE_QUEUE)
 

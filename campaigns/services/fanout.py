@@ -219,10 +219,10 @@ def _fanout_locked(campaign_id: int, report: FanoutReport, republish_all: bool) 
         return report
     if campaign.fanout_cursor or campaign.fanout_done:
         published = {} if republish_all else fanout_published_marks(campaign.id)
-        republished = campaign_unclaimed_republish(campaign=campaign, published=published)
-        report.republished, report.tasks = republished
+        report.republished, report.tasks = campaign_unclaimed_republish(
+            campaign=campaign, published=published)
         logger.info("fan-out of campaign %s continues: %d unclaimed rows published again (%s)",
-                    campaign.id, republished[0], "past the publish marks" if published else "all")
+                    campaign.id, report.republished, "past the publish marks" if published else "all")
         campaign_scheduled_restore(campaign_id=campaign.id)
     if campaign.fanout_done:
         _finish(campaign.id)  # restarts the completion checks that a pause stopped

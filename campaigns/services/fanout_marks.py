@@ -31,7 +31,7 @@ MARK_TTL_SECONDS = 2 * 24 * 3600
 SINGLE_RANGE = "all"
 
 
-def _key(campaign_id: int) -> str:
+def fanout_marks_key(campaign_id: int) -> str:
     return redis_key("campaigns", "fanout_published", campaign_id)
 
 
@@ -41,7 +41,7 @@ def range_field(range_index: int | None) -> str:
 
 def fanout_published_mark(campaign_id: int, range_index: int | None, contact_id: int) -> None:
     """Every row of this range up to `contact_id` has been published (called after the publish)."""
-    key = _key(campaign_id)
+    key = fanout_marks_key(campaign_id)
     try:
         pipe = get_redis().pipeline(transaction=False)
         pipe.hset(key, range_field(range_index), contact_id)
@@ -55,7 +55,7 @@ def fanout_published_mark(campaign_id: int, range_index: int | None, contact_id:
 def fanout_published_marks(campaign_id: int) -> dict[str, int]:
     """Range field -> contact id published through; {} when unknown (re-publish everything)."""
     try:
-        raw = get_redis().hgetall(_key(campaign_id))
+        raw = get_redis().hgetall(fanout_marks_key(campaign_id))
     except redis.RedisError:
         logger.warning("fan-out publish marks of campaign %s unreadable", campaign_id, exc_info=True)
         return {}

@@ -585,8 +585,6 @@ def messages_queued_read_for_send(*, message_ids: Sequence[int]) -> list[Claimed
         return [_claimed(row) for row in cursor.fetchall()]
 
 
-
-
 def _claim_cte(rows: str) -> str:
     """`messages_claim`'s UPDATE as a CTE named `claimed` of the rows `rows` picks (SQL whose
     placeholders follow the SET's three), under the registered claim guards."""

@@ -8,6 +8,8 @@ from django.db import connection
 from django.utils import timezone
 
 from audience.models import Contact
+from campaigns.services.fanout_marks import fanout_marks_key
+from core.redis_client import get_redis
 from tests import factories
 
 
@@ -28,3 +30,10 @@ def contacts_create(n: int, *, prefix: str = "user", domain: str = "example.com"
         )
 
 
+
+
+def fanout_marks_replace(campaign_id: int, marks: dict[str, int]) -> None:
+    """The fan-out's publish marks become `marks` ({}: as if no chunk's publish was recorded)."""
+    get_redis().delete(fanout_marks_key(campaign_id))
+    if marks:
+        get_redis().hset(fanout_marks_key(campaign_id), mapping=marks)

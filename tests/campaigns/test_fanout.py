@@ -14,7 +14,7 @@ from campaigns.services.fanout import campaign_fanout
 from delivery.models import EmailMessage
 from delivery.services.ledger import messages_claim, messages_queued_read_for_send
 from tests import factories
-from tests.campaigns.helpers import contacts_create
+from tests.campaigns.helpers import contacts_create, fanout_marks_replace
 
 pytestmark = pytest.mark.django_db
 MS = EmailMessage.Status
@@ -85,7 +85,7 @@ def test_restarted_fanout_completes_without_duplicates(campaign):
     EmailMessage.objects.filter(campaign=campaign, contact_id__gt=first_chunk_end).delete()
     Campaign.objects.filter(pk=campaign.pk).update(
         fanout_done=False, fanout_cursor=first_chunk_end, excluded_count=2)
-    _marks_forget(campaign)
+    fanout_marks_replace(campaign.pk, {})
     report = campaign_fanout(campaign_id=campaign.pk)
     assert report.finished and report.republished == 998  # first chunk's rows published again
     rows = _rows(campaign)
@@ -246,14 +246,6 @@ def test_list_chunk_reads_the_membership_index_from_the_cursor(db):
     assert membership and all("contact_id >" in line for line in membership), plan
 
 
-def _marks_forget(campaign: Campaign) -> None:
-    """As if no chunk's publish had been recorded (the run died before its first, or Redis lost them)."""
-    from core.redis_client import get_redis, redis_key
-
-    get_redis().delete(redis_key("campaigns", "fanout_published", campaign.pk))
-
-
-
 def _marks(campaign: Campaign) -> dict[str, int]:
     from campaigns.services.fanout_marks import fanout_published_marks
 
@@ -301,7 +293,7 @@ def test_without_marks_or_on_resume_every_unclaimed_row_is_published_again(campa
     Campaign.objects.filter(pk=campaign.pk).update(fanout_done=False)
     # A resume: the tasks published before the pause were consumed and skipped.
     assert campaign_fanout(campaign_id=campaign.pk, republish_all=True).republished == 1997
-    _marks_forget(campaign)  # nothing known: the whole range, as before the marks
+    fanout_marks_replace(campaign.pk, {})  # nothing known: the whole range, as before the marks
     Campaign.objects.filter(pk=campaign.pk).update(fanout_done=False)
     assert campaign_fanout(campaign_id=campaign.pk).republished == 1997
 

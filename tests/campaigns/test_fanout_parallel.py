@@ -11,7 +11,7 @@ from campaigns.services.fanout import campaign_fanout
 from clients.services import api_client_create
 from delivery.models import EmailMessage
 from tests import factories
-from tests.campaigns.helpers import contacts_create
+from tests.campaigns.helpers import contacts_create, fanout_marks_replace
 
 pytestmark = pytest.mark.django_db(transaction=True)  # each range writes on its own connection
 
@@ -75,7 +75,7 @@ def test_a_fanout_that_died_mid_range_resumes_each_range_without_duplicates(camp
     rows.filter(contact_id__gt=second[1]).delete()
     died = [[middle, first[1]], second, [second[1], last[1]]]
     Campaign.objects.filter(pk=campaign.pk).update(fanout_done=False, fanout_ranges=died, excluded_count=1)
-    _marks_set(campaign, {"1": second[0]})  # only the middle range's publishing was recorded
+    fanout_marks_replace(campaign.pk, {"1": second[0]})  # only the middle range's publishing was recorded
 
     report = campaign_fanout(campaign_id=campaign.pk)
 
@@ -85,15 +85,6 @@ def test_a_fanout_that_died_mid_range_resumes_each_range_without_duplicates(camp
     assert (report.inserted, report.republished, report.finished) == (1000 + 299, 999, True)
     campaign.refresh_from_db()
     assert campaign.excluded_count == 2  # the last range's unsubscribed contact, counted again
-
-
-def _marks_set(campaign: Campaign, marks: dict[str, int]) -> None:
-    from core.redis_client import get_redis, redis_key
-
-    key = redis_key("campaigns", "fanout_published", campaign.pk)
-    get_redis().delete(key)
-    if marks:
-        get_redis().hset(key, mapping=marks)
 
 
 def test_a_restarted_range_publishes_again_only_past_its_own_mark(campaign):
@@ -107,7 +98,7 @@ def test_a_restarted_range_publishes_again_only_past_its_own_mark(campaign):
     assert set(marks) == {"0", "2"}
     # Died with every chunk committed; the first range's publishing had reached a499 only.
     a499 = Contact.objects.get(email="a499@example.com").pk
-    _marks_set(campaign, {**marks, "0": a499})
+    fanout_marks_replace(campaign.pk, {**marks, "0": a499})
     Campaign.objects.filter(pk=campaign.pk).update(fanout_done=False)
     report = campaign_fanout(campaign_id=campaign.pk)
     first_upper = campaign.fanout_ranges[0][1]
