@@ -153,6 +153,14 @@ def tree_cpu_seconds(pid: int, *, reaped: bool = False) -> float:
 # --- figures ------------------------------------------------------------------------------------
 
 
+def listener_pid(port: int) -> int | None:
+    """The pid of the process listening on this host's TCP `port`, if it is visible to us."""
+    for conn in psutil.net_connections(kind="tcp"):
+        if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port and conn.pid:
+            return conn.pid
+    return None
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """The value at rank int(q * n) of the sorted values (the largest for q close to 1)."""
     ordered = sorted(values)

@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import harness
 from bench import million_procs as procs_mod
 from bench import million_report as report
+from bench.cpu_weights import CpuWeights, compose_shares, parse_shares
 from bench.esps import FakeEspProcess, SmtpSink
 from bench.million_load import Load, campaign_launch
 
@@ -54,9 +55,10 @@ class Config:
     scheduled_first_due: float = 60.0  # seconds after t=0
     scheduled_last_due: float = 300.0
     kill_interval: float = 30.0
-    refuse_at: float = 120.0
+    # Early enough to fall inside the campaign on a fast machine too (it took 177 s on one).
+    refuse_at: float = 60.0
     refuse_seconds: float = 60.0
-    redis_restart_at: float = 240.0
+    redis_restart_at: float = 120.0
     max_seconds: float = 1500.0  # hard bound from t=0
     drain_seconds: float = 60.0
     # Orphan re-publish age (app default 120 s); short enough for the P0 SLA after a broker loss,
@@ -71,6 +73,10 @@ class Config:
     broker: str = "redis"
     # 1: the bulk pools' PostgreSQL backends run at their pool's niceness (a local database).
     renice_db_backends: int = 1
+    # cpu.shares per service (1024 = an unweighted process group): "compose" = docker-compose.yml's
+    # cpu_shares, or "web=8192,normal=1024,..."; "" = none. Applied where this host lets us make
+    # cpu cgroups (bench/cpu_weights.py); the report says whether it did.
+    cpu_shares: str = "compose"
     redis_port: int = 6391
     web_port: int = 8391
     smtp_port: int = 2591
@@ -130,7 +136,7 @@ def _campaign_rows(campaign_id: int):
 def _restart_redis(state: dict, env: dict[str, str], config: Config, faults: list[dict]) -> None:
     state["redis"].kill_group()
     faults.append({"t": time.time(), "kind": "redis-down"})
-    state["redis"] = procs_mod.dedicated_redis(config.redis_port, state["log_dir"]).start()
+    state["redis"] = procs_mod.dedicated_redis(config.redis_port, state["log_dir"], state["weights"]).start()
     procs_mod.wait_redis(config.redis_port)
     rebuilt = harness.manage("rebuild_schedule", env=env, check=False, timeout=600)
     faults.append({"t": time.time(), "kind": "redis-up+rebuild_schedule",
@@ -198,6 +204,8 @@ def run(config: Config, base_env: dict[str, str]) -> dict:
         for proc in [*state["procs"].values(), state.get("redis")]:
             if proc is not None:
                 proc.kill_group()
+        if state.get("weights") is not None:
+            state["weights"].remove()
         for esp in (state.get("primary"), state.get("secondary")):
             if esp is not None:
                 esp.kill()
@@ -207,7 +215,8 @@ def _run(config: Config, base_env: dict[str, str], state: dict, out: Path) -> di
     from delivery.models import EmailMessage
 
     log_dir = state["log_dir"]
-    state["redis"] = procs_mod.dedicated_redis(config.redis_port, log_dir).start()
+    weights = state["weights"] = _weights(config)
+    state["redis"] = procs_mod.dedicated_redis(config.redis_port, log_dir, weights).start()
     procs_mod.wait_redis(config.redis_port)
     primary = state["primary"] = FakeEspProcess("sendgrid", out / "sendgrid-ledger.jsonl").start()
     secondary = state["secondary"] = SmtpSink(config.smtp_port, log_dir).start()
@@ -218,6 +227,8 @@ def _run(config: Config, base_env: dict[str, str], state: dict, out: Path) -> di
     procs = procs_mod.app_processes(env, log_dir, config.web_port, config.concurrency,
                                     {"critical": config.p0_pools, "high": config.p1_pools})
     state["procs"] = procs
+    if weights is not None:
+        _weigh(weights, procs)
     for proc in procs.values():
         proc.start()
     harness.wait_http(f"http://127.0.0.1:{config.web_port}/healthz", timeout=60)
@@ -280,11 +291,53 @@ def _run(config: Config, base_env: dict[str, str], state: dict, out: Path) -> di
         "faults": faults + chaos.events,
         "peak_rss_mb": {k: round(v / 2**20) for k, v in sampler.peak_rss.items()},
         "cpu_seconds": sampler.cpu_seconds(),
-        "machine": {"cpus": os.cpu_count(), "loadavg_end": os.getloadavg()},
+        "machine": {"cpus": os.cpu_count(), "loadavg_end": os.getloadavg(),
+                    "cpu_shares": state["weights"].shares if state["weights"] else {}},
     }
     report.write_json(out / "result.json", result)
     report.plot(out / "million_day.png", sampler.series, load.sent, seen, t0, faults + chaos.events)
     return result
+
+
+def _weights(config: Config) -> CpuWeights | None:
+    """A cgroup per process group with its role's weight (critical2 as critical, each its own
+    group as each compose replica is its own container), where the host lets us make them; the
+    local PostgreSQL server and RabbitMQ (the machine's, not started here) join theirs at once."""
+    by_role = (compose_shares(procs_mod.COMPOSE_SERVICES) if config.cpu_shares == "compose"
+               else parse_shares(config.cpu_shares))
+    extra = {"critical": config.p0_pools, "high": config.p1_pools}
+    names = ["web", "scheduler", "redis", "postgres", "rabbitmq", *procs_mod.ROLES,
+             *(f"{role}{n}" for role, count in extra.items() for n in range(2, count + 1))]
+    shares = {name: by_role[name.rstrip("0123456789")] for name in names
+              if name.rstrip("0123456789") in by_role}
+    weights = CpuWeights.create(shares, f"notifier-million-{os.getpid()}") if shares else None
+    servers = {"postgres": _local_postgres_server(),
+               "rabbitmq": harness.listener_pid(5672) if config.broker == "amqp" else None}
+    for service, pid in servers.items():
+        if weights is not None and pid is not None:
+            weights.join(service, pid)
+    return weights
+
+
+def _weigh(weights: CpuWeights, procs: dict) -> None:
+    for name, proc in procs.items():
+        proc.argv = weights.wrap(name, proc.argv)
+
+
+def _local_postgres_server() -> int | None:
+    """The pid of the PostgreSQL server this run's database is on, if it runs on this host."""
+    import psutil
+    from django.db import connection
+
+    if not _database_is_local():
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        backend = cursor.fetchone()[0]
+    try:
+        return psutil.Process(backend).ppid()
+    except psutil.Error:  # a server in another pid namespace (a container)
+        return None
 
 
 def _stream_rows(sent: list) -> dict[str, tuple]:
@@ -303,15 +356,19 @@ def _stream_rows(sent: list) -> dict[str, tuple]:
 
 def _database_backends(config: Config) -> procs_mod.DatabaseBackends | None:
     """The local PostgreSQL's processes, to read their CPU by pool (None for a remote one)."""
-    from django.db import connection
-
     from core.priorities import Priority, pool_nice
 
-    host = connection.settings_dict.get("HOST") or ""
-    if host not in ("", "127.0.0.1", "localhost", "::1") and not host.startswith("/"):
+    if not _database_is_local():
         return None
     bulk = (Priority.NORMAL, Priority.LOW) if config.renice_db_backends else ()
     return procs_mod.DatabaseBackends(renice={f"notifier-{p.label}": pool_nice(p) for p in bulk})
+
+
+def _database_is_local() -> bool:
+    from django.db import connection
+
+    host = connection.settings_dict.get("HOST") or ""
+    return host in ("", "127.0.0.1", "localhost", "::1") or host.startswith("/")
 
 
 def _purge_amqp() -> None:

@@ -15,16 +15,22 @@ from pathlib import Path
 import psutil
 
 from bench import harness
+from bench.cpu_weights import CpuWeights
 from tests.support.processes import ManagedProcess
 
 SEND_QUEUES = {"P0": "email-send-p0", "P1": "email-send-p1", "P2": "email-send-p2", "P3": "email-send-p3"}
 ROLES = ("critical", "high", "normal", "low", "ops")
+# The docker-compose.yml service that runs each process here (its cpu_shares weigh it).
+COMPOSE_SERVICES = {"web": "web", "critical": "worker-p0", "high": "worker-p1", "normal": "worker-p2",
+                    "low": "worker-p3", "ops": "worker-ops", "scheduler": "scheduler",
+                    "redis": "redis", "postgres": "postgres", "rabbitmq": "rabbitmq"}
 
 
-def dedicated_redis(port: int, log_dir: Path) -> ManagedProcess:
-    """No RDB, no AOF: a restart loses every key, as the fault asks."""
+def dedicated_redis(port: int, log_dir: Path, weights: CpuWeights | None = None) -> ManagedProcess:
+    """No RDB, no AOF: a restart loses every key, as the fault asks. In `weights`' redis group."""
     argv = [_redis_server_binary(), "--bind", "127.0.0.1", "--port", str(port), "--save", "",
             "--appendonly", "no", "--dir", str(log_dir)]
+    argv = weights.wrap("redis", argv) if weights else argv
     return ManagedProcess("redis", argv, dict(os.environ), log_dir)
 
 

@@ -128,6 +128,9 @@ def table(result: dict) -> str:
     lines.append(f"  API errors {len(result['api_errors'])}; faults {len(result['faults'])}")
     lines.append("  peak RSS MB: " + ", ".join(f"{k} {v}" for k, v in result["peak_rss_mb"].items()))
     lines.append("  CPU s: " + ", ".join(f"{k} {v}" for k, v in result["cpu_seconds"].items()))
+    shares = result.get("machine", {}).get("cpu_shares")
+    lines.append("  cpu.shares: " + (", ".join(f"{k} {v}" for k, v in shares.items()) if shares
+                                     else "none (every process group weighs the same)"))
     return "\n".join(lines)
 
 

@@ -9,9 +9,13 @@ and cross-ESP duplicates over every message, and holds P0 to its 10 s SLA.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
+from bench.cpu_weights import V1_ROOT, V2_ROOT, compose_shares, cpu_cgroups_writable
 from bench.million_day import Config, run
+from bench.million_procs import COMPOSE_SERVICES
 from bench.million_report import table
 from tests.support import processes
 from tests.support.ports import free_port
@@ -47,3 +51,9 @@ def test_small_million_day_loses_nothing_and_keeps_the_p0_sla(broker, transactio
     assert all(stage["p50"] >= 0 for stage in stages.values()), stages
     assert result["api_error_count"] == 0, result["api_errors"]  # after retries of 503s
     assert {f["kind"] for f in result["faults"]} >= {"redis-down", "kill-child", "primary-refuse-15s"}
+    # Where the host lets us make cpu cgroups (root: CI, this machine), every service ran in one
+    # weighted as docker-compose.yml weighs it, and no group outlived the run.
+    if cpu_cgroups_writable():
+        assert result["machine"]["cpu_shares"]["web"] == compose_shares(COMPOSE_SERVICES)["web"]
+        ours = f"notifier-million-{os.getpid()}-*"  # run() names its groups after this process
+        assert not list(V1_ROOT.glob(ours)) + list(V2_ROOT.glob(ours))
