@@ -153,7 +153,9 @@ def campaign_rows_cancel(*, campaign_id: int) -> int:
         while True:
             changed = ledger.campaign_unsent_cancel(campaign_id=campaign_id, limit=CANCEL_CHUNK)
             total += changed
-            if changed < CANCEL_CHUNK:
+            # Not "fewer than a chunk": rows handed over meanwhile drop out of a chunk, and rows
+            # past it may still be unsent.
+            if changed == 0:
                 return total
     finally:
         campaign_unlock(campaign_id)

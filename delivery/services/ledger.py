@@ -328,15 +328,23 @@ def campaign_unstarted_claims_set(*, campaign_id: int, status: str) -> int:
         return cursor.rowcount
 
 
+_UNSENT = "(status IN (%s, %s) OR (status = %s AND send_started_at IS NULL))"
+
+
 def campaign_unsent_cancel(*, campaign_id: int, limit: int) -> int:
     """Up to `limit` of a campaign's unsent rows (queued, scheduled, claimed but not handed
-    over) -> CANCELLED; callers repeat until fewer than `limit` change."""
+    over) -> CANCELLED; callers repeat until none changes.
+
+    The outer WHERE says "unsent" again: a row whose hand-off mark commits while this statement
+    waits for its lock is re-checked against it (PostgreSQL re-evaluates the outer conditions on
+    the new row version, not the subquery's), so a handed-over row is never marked CANCELLED
+    while its provider call goes ahead."""
+    unsent = [Status.QUEUED, Status.SCHEDULED, Status.SENDING]
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {TABLE} SET status = %s WHERE id IN (SELECT id FROM {TABLE} "
-            "WHERE campaign_id = %s AND (status IN (%s, %s) OR (status = %s AND "
-            "send_started_at IS NULL)) LIMIT %s)",
-            [Status.CANCELLED, campaign_id, Status.QUEUED, Status.SCHEDULED, Status.SENDING, limit],
+            f"WHERE campaign_id = %s AND {_UNSENT} LIMIT %s) AND {_UNSENT}",
+            [Status.CANCELLED, campaign_id, *unsent, limit, *unsent],
         )
         return cursor.rowcount
 
