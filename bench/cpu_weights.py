@@ -19,9 +19,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+import yaml
+
 COMPOSE_FILE = Path(__file__).resolve().parent.parent / "docker-compose.yml"
 V1_ROOT = Path("/sys/fs/cgroup/cpu")
 V2_ROOT = Path("/sys/fs/cgroup")
+# Tried in this order: (mount point, the file a group's weight is written to).
+HIERARCHIES = ((V1_ROOT, "cpu.shares"), (V2_ROOT, "cpu.weight"))
 DEFAULT_SHARES = 1024
 # The one line the wrapper runs: join the cgroup, then become the service (same pid, so signals,
 # process groups and /proc readings are the service's own).
@@ -42,7 +47,7 @@ class CpuWeights:
     @classmethod
     def create(cls, shares: dict[str, int], name: str) -> CpuWeights | None:
         """The service cgroups, or None where this host's cgroups are not ours to make."""
-        for base, weight_file in ((V1_ROOT, "cpu.shares"), (V2_ROOT, "cpu.weight")):
+        for base, weight_file in HIERARCHIES:
             if not _controls_cpu(base, weight_file):
                 continue
             weights = cls(base, name, weight_file, dict(shares))
@@ -76,8 +81,6 @@ class CpuWeights:
     def join(self, service: str, pid: int) -> None:
         """Move a running process and all its descendants into `service`'s group (children it
         forks later are born there)."""
-        import psutil
-
         if service not in self.shares:
             return
         root = psutil.Process(pid)
@@ -99,8 +102,7 @@ class CpuWeights:
 
 def cpu_cgroups_writable() -> bool:
     """Whether `CpuWeights.create` can make groups here (root on a host with a cpu controller)."""
-    return any(_controls_cpu(base, weight_file)
-               for base, weight_file in ((V1_ROOT, "cpu.shares"), (V2_ROOT, "cpu.weight")))
+    return any(_controls_cpu(base, weight_file) for base, weight_file in HIERARCHIES)
 
 
 def _controls_cpu(base: Path, weight_file: str) -> bool:
@@ -117,8 +119,6 @@ def _controls_cpu(base: Path, weight_file: str) -> bool:
 def compose_shares(services: dict[str, str], path: Path = COMPOSE_FILE) -> dict[str, int]:
     """{process name: cpu_shares of its docker-compose.yml service} for `services` (process
     name -> compose service), so a benchmark weighs its processes as the deployment does."""
-    import yaml
-
     declared = yaml.safe_load(path.read_text())["services"]
     return {name: declared[service]["cpu_shares"] for name, service in services.items()
             if "cpu_shares" in declared.get(service, {})}

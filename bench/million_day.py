@@ -225,10 +225,8 @@ def _run(config: Config, base_env: dict[str, str], state: dict, out: Path) -> di
         _purge_amqp()
     key, template_id, template_name, list_id = _setup_data(config.recipients)
     procs = procs_mod.app_processes(env, log_dir, config.web_port, config.concurrency,
-                                    {"critical": config.p0_pools, "high": config.p1_pools})
+                                    _pools(config), weights)
     state["procs"] = procs
-    if weights is not None:
-        _weigh(weights, procs)
     for proc in procs.values():
         proc.start()
     harness.wait_http(f"http://127.0.0.1:{config.web_port}/healthz", timeout=60)
@@ -248,7 +246,7 @@ def _run(config: Config, base_env: dict[str, str], state: dict, out: Path) -> di
     load.scheduled(config.scheduled, t0 + config.scheduled_first_due, t0 + config.scheduled_last_due,
                    threads=max(4, math.ceil(p3_rate * STREAM_THREADS_PER_RATE)))
     chosen = set(config.chaos_roles.split(","))
-    roles = [name for name in procs if name.rstrip("0123456789") in chosen]  # critical2 is critical
+    roles = [name for name in procs if procs_mod.role_of(name) in chosen]
     chaos = state["chaos"] = procs_mod.Chaos(procs, config.kill_interval, roles=tuple(roles)).start()
     timers = _faults(state, env, config, primary, t0, faults)
     why = _wait_done(campaign_id, t0, config)
@@ -292,11 +290,15 @@ def _run(config: Config, base_env: dict[str, str], state: dict, out: Path) -> di
         "peak_rss_mb": {k: round(v / 2**20) for k, v in sampler.peak_rss.items()},
         "cpu_seconds": sampler.cpu_seconds(),
         "machine": {"cpus": os.cpu_count(), "loadavg_end": os.getloadavg(),
-                    "cpu_shares": state["weights"].shares if state["weights"] else {}},
+                    "cpu_shares": weights.shares if weights else {}},
     }
     report.write_json(out / "result.json", result)
     report.plot(out / "million_day.png", sampler.series, load.sent, seen, t0, faults + chaos.events)
     return result
+
+
+def _pools(config: Config) -> dict[str, int]:
+    return {"critical": config.p0_pools, "high": config.p1_pools}
 
 
 def _weights(config: Config) -> CpuWeights | None:
@@ -305,23 +307,18 @@ def _weights(config: Config) -> CpuWeights | None:
     local PostgreSQL server and RabbitMQ (the machine's, not started here) join theirs at once."""
     by_role = (compose_shares(procs_mod.COMPOSE_SERVICES) if config.cpu_shares == "compose"
                else parse_shares(config.cpu_shares))
-    extra = {"critical": config.p0_pools, "high": config.p1_pools}
-    names = ["web", "scheduler", "redis", "postgres", "rabbitmq", *procs_mod.ROLES,
-             *(f"{role}{n}" for role, count in extra.items() for n in range(2, count + 1))]
-    shares = {name: by_role[name.rstrip("0123456789")] for name in names
-              if name.rstrip("0123456789") in by_role}
+    names = ["web", "scheduler", "redis", "postgres", "rabbitmq",
+             *(name for _, name in procs_mod.pool_names(_pools(config)))]
+    shares = {name: by_role[procs_mod.role_of(name)] for name in names if procs_mod.role_of(name) in by_role}
     weights = CpuWeights.create(shares, f"notifier-million-{os.getpid()}") if shares else None
+    if weights is None:
+        return None
     servers = {"postgres": _local_postgres_server(),
                "rabbitmq": harness.listener_pid(5672) if config.broker == "amqp" else None}
     for service, pid in servers.items():
-        if weights is not None and pid is not None:
+        if pid is not None:
             weights.join(service, pid)
     return weights
-
-
-def _weigh(weights: CpuWeights, procs: dict) -> None:
-    for name, proc in procs.items():
-        proc.argv = weights.wrap(name, proc.argv)
 
 
 def _local_postgres_server() -> int | None:

@@ -57,21 +57,39 @@ def wait_redis(port: int, timeout: float = 20) -> None:
     raise TimeoutError("dedicated redis did not start")
 
 
+def pool_names(pools: dict[str, int] | None = None) -> list[tuple[str, str]]:
+    """(role, process name) of every pool: `pools[role]` per role (default one), named `<role>`,
+    then `<role>2`, `<role>3`, ..."""
+    return [(role, role if n == 1 else f"{role}{n}")
+            for role in ROLES for n in range(1, (pools or {}).get(role, 1) + 1)]
+
+
+def role_of(name: str) -> str:
+    """A pool's role from its process name: critical2 is a critical pool."""
+    return name.rstrip("0123456789")
+
+
 def app_processes(env: dict[str, str], log_dir: Path, web_port: int, concurrency: dict[str, int],
-                  pools: dict[str, int] | None = None) -> dict[str, ManagedProcess]:
-    """web, `pools[role]` pools per role (default one; two critical pools mean a pool restart never
-    leaves the P0 queue without a consumer), the scheduler. A second pool of a role runs as the
-    Procfile's worker-p0b does: core.worker under its own node name (`<role><n>@host`)."""
+                  pools: dict[str, int] | None = None,
+                  weights: CpuWeights | None = None) -> dict[str, ManagedProcess]:
+    """web, the pools of `pool_names(pools)` (two critical pools mean a pool restart never leaves
+    the P0 queue without a consumer), the scheduler; each started in its `weights` group. A
+    second pool of a role runs as the Procfile's worker-p0b does: core.worker under its own node
+    name (`<role><n>@host`)."""
     procs = {"web": harness.web({**env, "PGAPPNAME": "notifier-web"}, log_dir, web_port)}
-    for index, role in enumerate(ROLES):
+    for role, name in pool_names(pools):
+        index = ROLES.index(role)
         key = "NOTIFIER_WORKER_OPS_CONCURRENCY" if role == "ops" else f"NOTIFIER_WORKER_P{index}_CONCURRENCY"
         role_env = {**env, key: str(concurrency[role])}
-        procs[role] = harness.worker(role, role_env, log_dir)
-        for n in range(2, (pools or {}).get(role, 1) + 1):
+        if name == role:
+            procs[name] = harness.worker(role, role_env, log_dir)
+        else:
             argv = [harness.PY, "-m", "core.worker", role]
-            named = {**role_env, "NOTIFIER_WORKER_NAME": f"{role}{n}@%h"}
-            procs[f"{role}{n}"] = ManagedProcess(f"worker-{role}{n}", argv, named, log_dir)
+            named = {**role_env, "NOTIFIER_WORKER_NAME": f"{name}@%h"}
+            procs[name] = ManagedProcess(f"worker-{name}", argv, named, log_dir)
     procs["scheduler"] = harness.scheduler({**env, "PGAPPNAME": "notifier-scheduler"}, log_dir, interval=0.5)
+    for name, proc in procs.items():
+        proc.argv = weights.wrap(name, proc.argv) if weights else proc.argv
     return procs
 
 

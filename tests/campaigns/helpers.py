@@ -30,8 +30,6 @@ def contacts_create(n: int, *, prefix: str = "user", domain: str = "example.com"
         )
 
 
-
-
 def fanout_marks_replace(campaign_id: int, marks: dict[str, int]) -> None:
     """The fan-out's publish marks become `marks` ({}: as if no chunk's publish was recorded)."""
     get_redis().delete(fanout_marks_key(campaign_id))
