@@ -59,6 +59,16 @@ def latency(sent: list, seen: dict, label: str) -> dict:
 STAGES = ("driver", "web", "queue", "claim_to_send", "esp")
 
 
+def _stage_spans(s, rows: dict, seen: dict) -> list[float] | None:
+    """One message's seconds in each of STAGES, None where a point in time is missing."""
+    row = rows.get(s.message_id)
+    if row is None or None in row or s.written is None or s.message_id not in seen:
+        return None
+    created, claimed, started = row
+    points = (s.started, s.written, created, claimed, started, seen[s.message_id][0][1])
+    return [end - begin for begin, end in pairwise(points)]
+
+
 def stages(sent: list, rows: dict, seen: dict, label: str) -> dict:
     """Where a stream's latency goes, per message: the driver's own wait before the request was
     on the socket, the web until the row's INSERT (created_at), the queue until the claim, the
@@ -66,15 +76,44 @@ def stages(sent: list, rows: dict, seen: dict, label: str) -> dict:
     `rows` maps message id -> (created_at, claimed_at, send_started_at) as epoch seconds."""
     spans: dict[str, list[float]] = {stage: [] for stage in STAGES}
     for s in sent:
-        row = rows.get(s.message_id)
-        if s.label != label or row is None or None in row or s.written is None or s.message_id not in seen:
-            continue
-        created, claimed, started = row
-        points = (s.started, s.written, created, claimed, started, seen[s.message_id][0][1])
-        for stage, (begin, end) in zip(STAGES, pairwise(points), strict=True):
-            spans[stage].append(end - begin)
+        split = _stage_spans(s, rows, seen) if s.label == label else None
+        for stage, span in zip(STAGES, split or (), strict=False):
+            spans[stage].append(span)
     return {stage: {k: v for k, v in percentiles(values).items() if k in ("n", "p50", "p99")}
             for stage, values in spans.items()}
+
+
+TAIL_WINDOW_SECONDS = 10.0
+
+
+def _fault_name(fault: dict) -> str:
+    return fault["kind"] + (f" {fault['role']}" if "role" in fault else "")
+
+
+def tail_windows(sent: list, seen: dict, label: str, over: float, t0: float,
+                 faults: list[dict]) -> list[dict]:
+    """Where a stream's tail lies in time: per window of request start times holding a message
+    slower than `over` seconds, the count over and the count in all, with the faults of that
+    window, so a run says which fault (or none) its p99 came from."""
+    width = TAIL_WINDOW_SECONDS
+    windows: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+    for s in sent:
+        if s.label == label and s.message_id in seen:
+            counts = windows[int((s.started - t0) // width)]
+            counts[1] += 1
+            counts[0] += seen[s.message_id][0][1] - s.started > over
+    in_window = defaultdict(set)
+    for fault in faults:
+        in_window[int((fault["t"] - t0) // width)].add(_fault_name(fault))
+    return [{"from_s": index * width, "over": over_n, "n": n, "faults": sorted(in_window[index])}
+            for index, (over_n, n) in sorted(windows.items()) if over_n]
+
+
+def _tail_line(tail: list[dict], worst: int = 8) -> str:
+    shown = sorted(sorted(tail, key=lambda w: -w["over"])[:worst], key=lambda w: w["from_s"])
+    return (f"    slowest {TAIL_WINDOW_SECONDS:g}-s windows (from s: over target / n [faults]): "
+            + ", ".join(f"{w['from_s']:g}: {w['over']}/{w['n']}"
+                        + (f" [{', '.join(w['faults'])}]" if w["faults"] else "") for w in shown))
 
 
 def lateness(sent: list, seen: dict) -> dict:
@@ -112,6 +151,9 @@ def table(result: dict) -> str:
         if split:
             lines.append("    p50 / p99 s: " + ", ".join(
                 f"{stage} {v['p50']} / {v['p99']}" for stage, v in split.items()))
+        tail = result.get("tail_windows", {}).get(label)
+        if tail:
+            lines.append(_tail_line(tail))
     late = result["p3_lateness"]
     lines.append(f"  P3 lateness (send_at -> ESP) n={late['n']}: p50 {late['p50']} s  "
                  f"p99 {late['p99']} s  max {late['max']} s")
@@ -157,6 +199,18 @@ def plot(path: Path, series: list[dict], sent: list, seen: dict, t0: float, faul
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def write_messages_csv(path: Path, sent: list, rows: dict, seen: dict, t0: float) -> None:
+    """Every P0/P1 message: when its request started (s after launch), its latency and its
+    stages, for looking at a tail in detail (the JSON keeps only percentiles)."""
+    with path.open("w") as out:
+        out.write("label,start_s,latency_s," + ",".join(STAGES) + "\n")
+        for s in sent:
+            if s.label in ("P0", "P1") and s.message_id in seen:
+                split = _stage_spans(s, rows, seen) or [None] * len(STAGES)
+                values = [s.started - t0, seen[s.message_id][0][1] - s.started, *split]
+                out.write(s.label + "," + ",".join("" if v is None else f"{v:.4f}" for v in values) + "\n")
 
 
 def write_json(path: Path, result: dict) -> None:

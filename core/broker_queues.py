@@ -56,3 +56,21 @@ def broker_run_id() -> str | None:
         return client.info("server").get("run_id")
     except redis.RedisError:
         return None
+
+
+class BrokerRunWatch:
+    """Whether the Redis broker restarted since this watch last looked (its run id changed): a
+    Redis restarted without persistence has lost every task it held. Kept in the memory of the
+    process that looks; its first look only learns the id, and another transport never reads
+    as restarted (a RabbitMQ broker keeps its durable queues)."""
+
+    def __init__(self) -> None:
+        self.run_id: str | None = None
+
+    def restarted(self) -> bool:
+        run_id = broker_run_id()
+        if run_id is None:
+            return False
+        changed = self.run_id is not None and run_id != self.run_id
+        self.run_id = run_id
+        return changed

@@ -29,7 +29,7 @@ from threading import Event
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import NOT_PROVIDED, QuerySet
+from django.db.models import NOT_PROVIDED
 from django.utils import timezone
 
 from audience.models import Suppression
@@ -48,6 +48,7 @@ from campaigns.services.fanout_marks import fanout_published_mark, fanout_publis
 from campaigns.services.scheduled import campaign_schedule_record_update, campaign_scheduled_restore
 from delivery.models import EmailMessage
 from delivery.services.dispatch import messages_enqueue
+from delivery.services.ledger import campaign_queued_page
 from scheduling.services import due
 
 logger = logging.getLogger(__name__)
@@ -444,13 +445,11 @@ def campaign_unclaimed_republish(
 ) -> tuple[int, int]:
     """Publish again the campaign's QUEUED, unclaimed rows: (rows, tasks). Every one, or with
     `published` (a fan-out's marks: range field -> contact id) only each range's rows past its mark."""
-    unclaimed = EmailMessage.objects.filter(campaign_id=campaign.id, status=Status.QUEUED)
     if not published:
-        return _republish_pages(campaign, unclaimed, "id")
+        return _republish_pages(campaign, "id", after=0, upper=None)
     rows = tasks = 0
     for after, upper in _unpublished_windows(campaign, published):
-        window = unclaimed.filter(contact_id__gt=after, contact_id__lte=upper)
-        window_rows, window_tasks = _republish_pages(campaign, window, "contact_id")
+        window_rows, window_tasks = _republish_pages(campaign, "contact_id", after=after, upper=upper)
         rows, tasks = rows + window_rows, tasks + window_tasks
     return rows, tasks
 
@@ -467,14 +466,13 @@ def _unpublished_windows(campaign: Campaign, published: dict[str, int]) -> list[
     return windows
 
 
-def _republish_pages(campaign: Campaign, rows_query: QuerySet, order: str) -> tuple[int, int]:
+def _republish_pages(campaign: Campaign, order: str, *, after: int, upper: int | None) -> tuple[int, int]:
     rows = tasks = 0
-    last = 0
     while True:
-        page = list(rows_query.filter(**{f"{order}__gt": last}).order_by(order)
-                    .values_list("id", order)[:REPUBLISH_CHUNK])
+        page = campaign_queued_page(campaign_id=campaign.id, order=order, after=after, upper=upper,
+                                    limit=REPUBLISH_CHUNK)
         if not page:
             return rows, tasks
         rows += len(page)
         tasks += messages_enqueue(message_ids=[pk for pk, _ in page], priority=campaign.priority)
-        last = page[-1][1]
+        after = page[-1][1]

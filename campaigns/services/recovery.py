@@ -28,7 +28,7 @@ from campaigns.jobs import campaign_fanout_enqueue
 from campaigns.models import Campaign
 from campaigns.services.lifecycle import campaign_complete
 from campaigns.services.progress import campaign_stalled_republish
-from core.broker_queues import broker_depths, broker_run_id
+from core.broker_queues import BrokerRunWatch, broker_depths
 from core.priorities import SEND_QUEUES, queue_for
 from core.redis_client import get_redis, redis_key
 
@@ -79,17 +79,14 @@ class BrokerRestartWatch:
     """
 
     def __init__(self) -> None:
-        self.run_id: str | None = None
+        self.runs = BrokerRunWatch()
         self.awaiting: set[int] = set()
 
     def look(self, active: set[int]) -> set[int]:
         """Read the broker's run id; the active campaigns still awaiting their re-publish."""
-        run_id = broker_run_id()
-        if run_id is not None:
-            if self.run_id is not None and run_id != self.run_id:
-                logger.warning("the broker restarted: campaigns %s may have lost their tasks", sorted(active))
-                self.awaiting |= active
-            self.run_id = run_id
+        if self.runs.restarted():
+            logger.warning("the broker restarted: campaigns %s may have lost their tasks", sorted(active))
+            self.awaiting |= active
         self.awaiting &= active  # completed, paused or cancelled since: nothing to do
         return set(self.awaiting)
 

@@ -9,55 +9,26 @@ are empty, as after the million-email day's fault.
 from __future__ import annotations
 
 import pytest
-import redis
 
-from bench.million_procs import dedicated_redis, wait_redis
 from campaigns.models import Campaign
 from campaigns.services import recovery
 from core.priorities import Priority, queue_for
 from delivery.models import EmailMessage
 from delivery.services.dispatch import messages_enqueue
-from notifier.celery import app as celery_app
 from tests import factories
-from tests.support.ports import free_port
+from tests.support.brokers import restartable_broker
 
 pytestmark = pytest.mark.django_db
 CS, MS = Campaign.Status, EmailMessage.Status
 
 
-class RestartableBroker:
-    def __init__(self, port: int, log_dir) -> None:
-        self.port, self.log_dir = port, log_dir
-        self.url = f"redis://127.0.0.1:{port}/0"
-        self.server = None
-
-    def start(self) -> None:
-        self.server = dedicated_redis(self.port, self.log_dir).start()
-        wait_redis(self.port)
-
-    def restart(self) -> None:
-        self.server.kill_group()
-        self.start()
-
-    def depth(self, queue: str) -> int:
-        return redis.Redis.from_url(self.url).llen(queue)
-
-
 @pytest.fixture
 def broker(settings, tmp_path, monkeypatch):
-    """The dedicated Redis as this process's broker (publishes and reads), and a sweep that has
-    not seen any broker yet."""
-    server = RestartableBroker(free_port(), tmp_path)
-    server.start()
-    previous = celery_app.conf.broker_url
-    settings.CELERY_BROKER_URL = celery_app.conf.broker_url = server.url
+    """The dedicated Redis as this process's broker, and a sweep that has not seen any broker yet."""
     monkeypatch.setattr(recovery, "broker_restarts", recovery.BrokerRestartWatch())
     settings.NOTIFIER_REQUEUE_AFTER_SECONDS = 3600  # the stall rule alone would wait an hour
-    try:
+    with restartable_broker(settings, tmp_path) as server:
         yield server
-    finally:
-        celery_app.conf.broker_url = previous
-        server.server.kill_group()
 
 
 def _sending_campaign(rows: int, *, status: str = MS.QUEUED) -> Campaign:

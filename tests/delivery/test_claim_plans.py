@@ -128,3 +128,64 @@ def test_a_recovery_sweep_walks_the_status_index_without_a_bitmap(sweep, sent_ro
         hinted = "\n".join(row[0] for row in cursor.fetchall())
     assert "Bitmap" in unhinted, unhinted  # the planner's own choice here: the hint matters
     assert "Bitmap" not in hinted and f"Index Scan using {STATUS_INDEX}" in hinted, hinted
+
+
+@pytest.fixture
+def campaign_rows_behind_stale_statistics() -> int:
+    """5,000 rows of one campaign (contact ids = row ids) analyzed while SENT, then QUEUED again:
+    a campaign whose tasks a broker restart lost. Its id."""
+    from campaigns.models import Campaign
+
+    campaign = Campaign.objects.create(name="plan", template_version=template_version(),
+                                       status=Campaign.Status.SENDING, audience={"type": "inline"})
+    _rows_behind_stale_statistics("SENT")
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {TABLE} SET campaign_id = %s, contact_id = id", [campaign.pk])
+        cursor.execute(f"ANALYZE {TABLE}")
+        cursor.execute(f"UPDATE {TABLE} SET status = 'QUEUED', claim_token = ''")
+    return campaign.pk
+
+
+@pytest.mark.django_db(transaction=True)  # the planner settings are only given to autocommit statements
+@pytest.mark.parametrize(("order", "index"), [("id", f"{TABLE}_pkey"), ("contact_id", "msg_contact_idx")])
+def test_a_campaign_republish_page_walks_its_order_index_and_stops(order, index,
+                                                                   campaign_rows_behind_stale_statistics):
+    """Decision 77: the planner's own plan reads every QUEUED row of the campaign and sorts them
+    for each page (quadratic over a re-publish of 700,000 rows); the page walks one index."""
+    page = lambda: ledger.campaign_queued_page(  # noqa: E731
+        campaign_id=campaign_rows_behind_stale_statistics, order=order, after=0, upper=None, limit=100)
+    statements = _statements_of(page)
+    assert len(statements) == 1, statements
+    settings, _, select = statements[0][0].rpartition("; ")
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN {select}", statements[0][1])
+        unhinted = "\n".join(row[0] for row in cursor.fetchall())
+        cursor.execute(settings)
+        cursor.execute(f"EXPLAIN {select}", statements[0][1])
+        hinted = "\n".join(row[0] for row in cursor.fetchall())
+    assert "Sort" in unhinted, unhinted  # the planner's own choice here: the settings matter
+    assert "Sort" not in hinted and "Gather" not in hinted, hinted
+    assert f"Index Scan using {index}" in hinted, hinted
+    assert len(page()) == 100
+
+
+def test_campaign_pages_cover_every_queued_row_once_within_bounds(campaign_rows_behind_stale_statistics):
+    campaign_id = campaign_rows_behind_stale_statistics
+    with connection.cursor() as cursor:  # some rows already sent: pages skip them
+        cursor.execute(f"UPDATE {TABLE} SET status = 'SENT' WHERE mod(id, 3) = 0")
+        cursor.execute(f"SELECT id FROM {TABLE} WHERE status = 'QUEUED' ORDER BY id")
+        queued = [row[0] for row in cursor.fetchall()]
+    seen, after = [], 0
+    while page := ledger.campaign_queued_page(campaign_id=campaign_id, order="id", after=after,
+                                              upper=None, limit=333):
+        seen += [pk for pk, _ in page]
+        after = page[-1][1]
+    assert seen == queued
+    upper = queued[100]
+    window = ledger.campaign_queued_page(campaign_id=campaign_id, order="contact_id", after=queued[9],
+                                         upper=upper, limit=1000)
+    assert [pk for pk, _ in window] == queued[10:101]
+    assert ledger.campaign_queued_page(campaign_id=campaign_id + 1, order="id", after=0, upper=None,
+                                       limit=10) == []
+    with pytest.raises(ValueError, match="order"):
+        ledger.campaign_queued_page(campaign_id=campaign_id, order="status", after=0, upper=None, limit=1)

@@ -1,5 +1,6 @@
 """The recovery loop reads the broker before re-publishing transactional rows (decision 69): a
-backlog whose tasks are still queued is not a loss, and publishing it again only lengthens it."""
+backlog whose tasks are still queued is not a loss, and publishing it again only lengthens it.
+A broker that restarted lost every task: its rows are published again at once (decision 78)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,16 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from campaigns.models import Campaign
+from core.broker_queues import BrokerRunWatch
 from core.priorities import Priority, queue_for
 from delivery.models import EmailMessage
+from delivery.services import recovery
 from delivery.services.dispatch import messages_enqueue_by_priority
 from delivery.services.recovery import stalled_messages_recover
 from notifier.celery import app as celery_app
 from tests.factories import email_message, template_version
+from tests.support.brokers import restartable_broker
 
 pytestmark = pytest.mark.django_db
 
@@ -49,3 +54,32 @@ def test_with_the_queue_empty_every_old_row_is_published_again(purged_queues):
 
     assert stalled_messages_recover().orphans == 3
     assert _queued_tasks(Priority.CRITICAL) == 3
+
+
+@pytest.fixture
+def broker(settings, tmp_path, monkeypatch):
+    """A Redis of its own as the broker, and a recovery loop that has not seen any broker yet."""
+    monkeypatch.setattr(recovery, "_broker_runs", BrokerRunWatch())
+    with restartable_broker(settings, tmp_path) as server:
+        yield server
+
+
+def test_after_a_broker_restart_every_queued_transactional_row_is_published_again_at_once(broker):
+    version = template_version()
+    young = [email_message(version=version, priority=p) for p in (Priority.CRITICAL, Priority.HIGH)]
+    claimed = email_message(version=version, priority=Priority.CRITICAL, status=EmailMessage.Status.SENDING,
+                            claimed_at=timezone.now())
+    campaign = Campaign.objects.create(name="c", template_version=version, status=Campaign.Status.SENDING)
+    of_a_campaign = email_message(version=version, priority=Priority.CRITICAL, campaign=campaign)
+    assert stalled_messages_recover().orphans == 0  # first look: the broker's id; rows too young
+
+    broker.restart()
+    report = stalled_messages_recover()
+
+    assert report.orphans == 2
+    assert broker.depth(queue_for(Priority.CRITICAL)) == 1 and broker.depth(queue_for(Priority.HIGH)) == 1
+    assert set(EmailMessage.objects.filter(requeued_at__isnull=False).values_list("pk", flat=True)) == {
+        m.pk for m in young}
+    assert {claimed.pk, of_a_campaign.pk}.isdisjoint(
+        EmailMessage.objects.filter(requeued_at__isnull=False).values_list("pk", flat=True))
+    assert stalled_messages_recover().orphans == 0  # once per restart; the age rule again after
