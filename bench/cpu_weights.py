@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,16 +89,23 @@ class CpuWeights:
             with contextlib.suppress(OSError):  # gone meanwhile, or a kernel thread
                 (self.group(service) / "cgroup.procs").write_text(str(process.pid))
 
-    def remove(self) -> None:
-        """Move any process left to the host's root group, then remove the groups (best effort)."""
+    def remove(self, patience: float = 5.0) -> None:
+        """Move any process left to the host's root group, then remove the groups (best effort).
+        A process killed just before may still be exiting, and its group busy (EBUSY) until it
+        is gone: each group is tried again for up to `patience` seconds."""
+        deadline = time.monotonic() + patience
         for service in self.shares:
             group = self.group(service)
-            with contextlib.suppress(OSError):
-                for pid in (group / "cgroup.procs").read_text().split():
-                    with contextlib.suppress(OSError):
-                        (self.base / "cgroup.procs").write_text(pid)
-            with contextlib.suppress(OSError):
-                group.rmdir()
+            while group.exists():
+                with contextlib.suppress(OSError):
+                    for pid in (group / "cgroup.procs").read_text().split():
+                        with contextlib.suppress(OSError):
+                            (self.base / "cgroup.procs").write_text(pid)
+                with contextlib.suppress(OSError):
+                    group.rmdir()
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
 
 
 def cpu_cgroups_writable() -> bool:

@@ -30,6 +30,7 @@ def test_small_million_day_loses_nothing_and_keeps_the_p0_sla(broker, transactio
         recipients=20_000, p0_rate=20, p1_rate=50, scheduled=300,
         scheduled_first_due=10, scheduled_last_due=40, kill_interval=10,
         refuse_at=15, refuse_seconds=15, redis_restart_at=35, max_seconds=170, drain_seconds=30,
+        warm_up_seconds=3,
         p0_pools=2, broker=broker, redis_port=free_port(), web_port=free_port(), smtp_port=free_port(),
         out=str(tmp_path / "million"),
     )
@@ -50,6 +51,11 @@ def test_small_million_day_loses_nothing_and_keeps_the_p0_sla(broker, transactio
     assert min(stage["n"] for stage in stages.values()) > result["latency"]["P0"]["n"] // 2, stages
     assert all(stage["p50"] >= 0 for stage in stages.values()), stages
     assert result["api_error_count"] == 0, result["api_errors"]  # after retries of 503s
+    # The warm-up's messages were sent before the launch and count in delivery (above), apart.
+    assert result["api_sent"]["W0"] > 0 and result["api_sent"]["W1"] > 0, result["api_sent"]
+    assert sum(w["over"] for w in result["tail_windows"]["P0"]) <= result["latency"]["P0"]["n"]
+    with open(tmp_path / "million" / "messages.csv") as per_message:
+        assert sum(1 for line in per_message if line.startswith("P0,")) == result["latency"]["P0"]["n"]
     assert {f["kind"] for f in result["faults"]} >= {"redis-down", "kill-child", "primary-refuse-15s"}
     # Where the host lets us make cpu cgroups (root: CI, this machine), every service ran in one
     # weighted as docker-compose.yml weighs it, and no group outlived the run.
