@@ -80,6 +80,24 @@ def _plans_of(call) -> list[str]:
     return plans
 
 
+def _plans_without_and_with_settings(call, keyword: str, *setup: str) -> tuple[str, str, str]:
+    """The one `keyword` statement `call` runs and the planner settings given before it in the
+    same query string: (the settings, its plan without them, its plan with them)."""
+    statements = [(sql, params) for sql, params in _statements_of(call) if keyword in sql]
+    assert len(statements) == 1, statements
+    settings, _, statement = statements[0][0].rpartition("; ")
+    plans = []
+    with transaction.atomic(), connection.cursor() as cursor:
+        for step in setup:
+            cursor.execute(step)
+        for given in ("", settings):
+            if given:
+                cursor.execute(given)
+            cursor.execute(f"EXPLAIN {statement}", statements[0][1])
+            plans.append("\n".join(row[0] for row in cursor.fetchall()))
+    return settings, plans[0], plans[1]
+
+
 @pytest.mark.parametrize("claim", ["messages_claim", "messages_claim_hand_off", "messages_claim_for_send"])
 def test_a_batch_claim_walks_its_own_ids_not_every_queued_row(claim, queued_ids_behind_stale_statistics):
     ids = queued_ids_behind_stale_statistics
@@ -115,17 +133,8 @@ SWEEPS = {
 @pytest.mark.django_db(transaction=True)  # the hint is only given to autocommit statements
 @pytest.mark.parametrize("sweep", SWEEPS, ids=list(SWEEPS))
 def test_a_recovery_sweep_walks_the_status_index_without_a_bitmap(sweep, sent_rows_analyzed_while_claimed):
-    statements = [(sql, params) for sql, params in _statements_of(SWEEPS[sweep]) if "UPDATE" in sql]
-    assert len(statements) == 1, statements
-    hint, _, update = statements[0][0].rpartition("; ")
+    hint, unhinted, hinted = _plans_without_and_with_settings(SWEEPS[sweep], "UPDATE", NOT_A_SMALL_TABLE)
     assert hint == "SET LOCAL enable_bitmapscan TO OFF"
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(NOT_A_SMALL_TABLE)
-        cursor.execute(f"EXPLAIN {update}", statements[0][1])
-        unhinted = "\n".join(row[0] for row in cursor.fetchall())
-        cursor.execute(hint)
-        cursor.execute(f"EXPLAIN {update}", statements[0][1])
-        hinted = "\n".join(row[0] for row in cursor.fetchall())
     assert "Bitmap" in unhinted, unhinted  # the planner's own choice here: the hint matters
     assert "Bitmap" not in hinted and f"Index Scan using {STATUS_INDEX}" in hinted, hinted
 
@@ -154,15 +163,7 @@ def test_a_campaign_republish_page_walks_its_order_index_and_stops(order, index,
     for each page (quadratic over a re-publish of 700,000 rows); the page walks one index."""
     page = lambda: ledger.campaign_queued_page(  # noqa: E731
         campaign_id=campaign_rows_behind_stale_statistics, order=order, after=0, upper=None, limit=100)
-    statements = _statements_of(page)
-    assert len(statements) == 1, statements
-    settings, _, select = statements[0][0].rpartition("; ")
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN {select}", statements[0][1])
-        unhinted = "\n".join(row[0] for row in cursor.fetchall())
-        cursor.execute(settings)
-        cursor.execute(f"EXPLAIN {select}", statements[0][1])
-        hinted = "\n".join(row[0] for row in cursor.fetchall())
+    _, unhinted, hinted = _plans_without_and_with_settings(page, "SELECT")
     assert "Sort" in unhinted, unhinted  # the planner's own choice here: the settings matter
     assert "Sort" not in hinted and "Gather" not in hinted, hinted
     assert f"Index Scan using {index}" in hinted, hinted
