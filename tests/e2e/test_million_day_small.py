@@ -14,7 +14,7 @@ import os
 import pytest
 
 from bench.cpu_weights import V1_ROOT, V2_ROOT, compose_shares, cpu_cgroups_writable
-from bench.million_day import Config, run
+from bench.million_day import STAND_IN_SHARES, STAND_INS, Config, run
 from bench.million_procs import COMPOSE_SERVICES
 from bench.million_report import table
 from tests.support import processes
@@ -61,5 +61,6 @@ def test_small_million_day_loses_nothing_and_keeps_the_p0_sla(broker, transactio
     # weighted as docker-compose.yml weighs it, and no group outlived the run.
     if cpu_cgroups_writable():
         assert result["machine"]["cpu_shares"]["web"] == compose_shares(COMPOSE_SERVICES)["web"]
+        assert result["machine"]["cpu_shares"][STAND_INS] == STAND_IN_SHARES  # the ESP stand-ins
         ours = f"notifier-million-{os.getpid()}-*"  # run() names its groups after this process
         assert not list(V1_ROOT.glob(ours)) + list(V2_ROOT.glob(ours))
