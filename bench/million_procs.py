@@ -162,16 +162,16 @@ class Chaos:
     def _kill(self, rng: random.Random, *, whole_pool: bool) -> None:
         role = rng.choice(self.roles)
         proc = self.procs[role]
-        if whole_pool:
+        children = proc.children()
+        if whole_pool or not children:
+            # A threads pool has no child processes: its process is what a crash takes.
             proc.kill_group()
             proc.start()
             self.events.append({"t": time.time(), "kind": "kill-main", "role": role})
             return
-        children = proc.children()
-        if children:
-            victim = rng.choice(children)
-            victim.send_signal(signal.SIGKILL)
-            self.events.append({"t": time.time(), "kind": "kill-child", "role": role, "pid": victim.pid})
+        victim = rng.choice(children)
+        victim.send_signal(signal.SIGKILL)
+        self.events.append({"t": time.time(), "kind": "kill-child", "role": role, "pid": victim.pid})
 
     def start(self) -> Chaos:
         self._thread = threading.Thread(target=self.run, daemon=True, name="chaos")

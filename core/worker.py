@@ -4,7 +4,11 @@ Each priority gets its own process pool, consuming only its own queue, so an OTP
 behind prefetched campaign batches (design decision 7). Pool sizes come from
 core/priorities.py, and so does each pool's CPU niceness (bulk pools yield the CPU to P0/P1
 and the API); `NOTIFIER_WORKER_POOL` picks prefork (default: survives a crashing
-child, and the crash tests need real child processes) or threads.
+child, and the crash tests need real child processes) or threads, and
+`NOTIFIER_WORKER_POOL_<ROLE>` (e.g. NOTIFIER_WORKER_POOL_CRITICAL=threads) picks it for one role.
+A threads pool skips the parent-to-child hand-off of every task (decision 81 measures it); what a
+crash costs changes: the whole process and every task in flight in it, which the ledger's lease
+and re-publish bring back as they do for a killed prefork pool.
 """
 
 from __future__ import annotations
@@ -42,8 +46,14 @@ def _node_name(role: str) -> str:
     return os.environ.get("NOTIFIER_WORKER_NAME") or f"{role}@%h"
 
 
+def pool_kind(role: str) -> str:
+    """prefork or threads: the role's own setting, else the one for every role."""
+    own = os.environ.get(f"NOTIFIER_WORKER_POOL_{role.upper()}")
+    return own or os.environ.get("NOTIFIER_WORKER_POOL", "prefork")
+
+
 def worker_argv(role: str) -> list[str]:
-    pool = os.environ.get("NOTIFIER_WORKER_POOL", "prefork")
+    pool = pool_kind(role)
     # The project's Celery app and settings are named, not imported (as manage.py names them):
     # this entry point stays below the configuration it starts.
     argv = ["celery", "-A", "notifier", "worker", "--loglevel", os.environ.get("NOTIFIER_LOG_LEVEL", "INFO")]

@@ -29,3 +29,15 @@ def test_p0_and_p1_pools_send_no_task_events_unless_asked():
     assert worker_environment("high", {"NOTIFIER_TASK_EVENTS": "true"}) == {"NOTIFIER_TASK_EVENTS": "false"}
     assert worker_environment("critical", {"NOTIFIER_FAST_POOL_TASK_EVENTS": "true"}) == {}
     assert worker_environment("normal", {}) == {}
+
+
+def test_a_role_can_run_a_threads_pool_of_its_own(monkeypatch):
+    monkeypatch.delenv("NOTIFIER_WORKER_POOL", raising=False)
+    monkeypatch.setenv("NOTIFIER_WORKER_POOL_CRITICAL", "threads")
+    monkeypatch.setenv("NOTIFIER_WORKER_P0_CONCURRENCY", "4")
+    critical, normal = worker_argv("critical"), worker_argv("normal")
+    assert critical[critical.index("-P") + 1] == "threads"
+    assert critical[critical.index("--concurrency") + 1] == "4"
+    assert normal[normal.index("-P") + 1] == "prefork"
+    monkeypatch.setenv("NOTIFIER_WORKER_POOL", "threads")
+    assert worker_argv("low")[worker_argv("low").index("-P") + 1] == "threads"

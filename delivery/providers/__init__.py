@@ -1,12 +1,14 @@
 """Providers: one module per ESP behind the contract in base.py.
 
-`get_provider(name)` returns this process's instance (built once, so connections are reused).
+`get_provider(name)` returns this thread's instance (built once per thread, so connections are
+reused): a provider holds a live connection (an SMTP session, an HTTP pool) that two threads of a
+`threads` pool must never interleave on. A prefork child has one thread, so one instance.
 Only modules in this package import boto3 or requests.
 """
 
 from __future__ import annotations
 
-from functools import cache
+import threading
 
 from django.conf import settings
 
@@ -82,12 +84,33 @@ def _build_mailgun() -> Provider:
 _BUILDERS = {"smtp": _build_smtp, "ses": _build_ses, "sendgrid": _build_sendgrid, "mailgun": _build_mailgun}
 
 
-@cache
-def get_provider(name: str) -> Provider:
-    try:
-        return _BUILDERS[name]()
-    except KeyError:
-        raise ValueError(f"unknown provider {name!r} in NOTIFIER_PROVIDERS") from None
+class _PerThreadProviders:
+    """Providers built once per thread; `cache_clear()` makes every thread build anew (settings
+    changed), as functools.cache's did for the one process-wide instance."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._generation = 0
+
+    def __call__(self, name: str) -> Provider:
+        built = getattr(self._local, "providers", None)
+        if built is None or self._local.generation != self._generation:
+            built = self._local.providers = {}
+            self._local.generation = self._generation
+        provider = built.get(name)
+        if provider is None:
+            try:
+                builder = _BUILDERS[name]
+            except KeyError:
+                raise ValueError(f"unknown provider {name!r} in NOTIFIER_PROVIDERS") from None
+            provider = built[name] = builder()
+        return provider
+
+    def cache_clear(self) -> None:
+        self._generation += 1
+
+
+get_provider = _PerThreadProviders()
 
 
 def provider_order() -> list[str]:

@@ -6,7 +6,9 @@ record every request's size. Every test counts lost and duplicate messages by ou
 
 from __future__ import annotations
 
+import http.server
 import json
+import threading
 from email.headerregistry import HeaderRegistry
 
 import pytest
@@ -131,3 +133,53 @@ def test_the_size_limit_is_a_setting(esps, settings, name):
     assert len(esps[name].request_sizes()) >= 4 and max(esps[name].request_sizes()) <= 2_000_000
     assert _lost_and_duplicates(esps[name], batch) == ([], {})
 
+
+
+class _RecordingProxy(http.server.BaseHTTPRequestHandler):
+    """A forward proxy stand-in: records the absolute URI it was asked for and answers as
+    SendGrid does (202, X-Message-Id)."""
+
+    seen: list[str] = []
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.seen.append(self.path)
+        self.send_response(202)
+        self.send_header("X-Message-Id", "via-proxy")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def proxy():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _RecordingProxy)
+    _RecordingProxy.seen = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", _RecordingProxy.seen
+    server.shutdown()
+    server.server_close()
+
+
+def test_an_esp_is_reached_through_the_proxy_the_environment_names(monkeypatch, proxy):
+    url, seen = proxy
+    monkeypatch.setenv("HTTP_PROXY", url)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    provider = SendGridProvider(HttpSettings(api_key="k", base_url="http://esp.invalid"))
+    (result,) = provider.send_batch([_email(1, "a@example.com")])
+    assert result.outcome is Outcome.ACCEPTED
+    assert seen == ["http://esp.invalid/v3/mail/send"]
+
+
+def test_no_proxy_is_honoured_and_the_environment_is_read_once(monkeypatch, sendgrid):
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    provider = SendGridProvider(HttpSettings(api_key="test-sendgrid-key", base_url=sendgrid.url))
+    monkeypatch.delenv("NO_PROXY")  # read at construction: this session still goes direct
+    emails = [_email(1, "a@example.com")]
+    assert [r.outcome for r in provider.send_batch(emails)] == [Outcome.ACCEPTED]
+    assert _lost_and_duplicates(sendgrid, emails) == ([], {})
