@@ -29,9 +29,12 @@ APP = "notifier.wsgi:application"
 CANDIDATES = {
     "gunicorn-gthread-2x4": ["gunicorn", "notifier.wsgi", "--workers", "2", "--threads", "4",
                              "--bind", "127.0.0.1:{port}"],
-    "granian-wsgi-2x4": ["granian", "--interface", "wsgi", "--workers", "2", "--blocking-threads",
-                         "4", "--no-ws", "--host", "127.0.0.1", "--port", "{port}", APP],
 }
+# granian <workers>x<blocking threads>: the Procfile's 2x4 and the shapes decision 81 compared.
+for _workers, _threads in ((2, 4), (2, 2), (2, 1), (1, 4), (1, 2)):
+    CANDIDATES[f"granian-wsgi-{_workers}x{_threads}"] = [
+        "granian", "--interface", "wsgi", "--workers", str(_workers), "--blocking-threads",
+        str(_threads), "--no-ws", "--host", "127.0.0.1", "--port", "{port}", APP]
 
 
 def _prepare() -> str:
@@ -103,7 +106,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--port", type=int, default=8766)
-    parser.add_argument("candidates", nargs="*", default=list(CANDIDATES))
+    parser.add_argument("candidates", nargs="*", default=["gunicorn-gthread-2x4", "granian-wsgi-2x4"],
+                        help=f"of: {', '.join(CANDIDATES)}")
     args = parser.parse_args()
     os.environ.setdefault("NOTIFIER_TASK_EVENTS", "false")
     started = []

@@ -65,7 +65,7 @@ def new_session(settings: HttpSettings) -> requests.Session:
     """A session for one ESP, its proxy and CA settings read from the environment once.
 
     requests re-reads them on every request (`trust_env`: the proxy variables with NO_PROXY,
-    the CA bundle variables and ~/.netrc), ~6% of a P1 pool's CPU per message through an HTTP
+    the CA bundle variables and ~/.netrc), ~6% of a P1 pool's samples per message through an HTTP
     ESP (decision 81). The ESP's host is fixed, so the answer is the same each time; and an ESP
     is never sent a password from ~/.netrc: it gets the key it is configured with.
     """
