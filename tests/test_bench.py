@@ -4,6 +4,8 @@ printed by a script is only as good as these."""
 from __future__ import annotations
 
 import itertools
+import random
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -16,11 +18,13 @@ from django.utils import timezone
 from audience.models import Contact
 from bench import harness
 from bench.esps import FakeEspProcess, ledger_counts
+from bench.million_procs import Chaos
 from bench.rows import contacts_insert, scheduled_messages_insert
 from delivery.models import EmailMessage
 from delivery.providers.base import Outcome, OutgoingEmail
 from delivery.providers.http import HttpSettings
 from delivery.providers.sendgrid import SendGridProvider
+from tests.support.processes import ManagedProcess
 
 
 class _SlowFirstAnswer(BaseHTTPRequestHandler):
@@ -130,3 +134,17 @@ def test_open_loop_latency_counts_from_the_intended_send_time():
         server.server_close()
     assert len(outcome.accepted) == 40 and not outcome.errors
     assert harness.percentile(outcome.latencies_ms, 0.99) > 800
+
+
+def test_chaos_kills_and_restarts_a_pool_that_has_no_child_process(tmp_path):
+    """A threads pool has no children: the chaos's "kill a child" takes its process, restarted."""
+    pool = ManagedProcess("critical", [sys.executable, "-c", "import time; time.sleep(60)"], {}, tmp_path)
+    pool.start()
+    try:
+        before = pool.process.pid
+        chaos = Chaos({"critical": pool}, interval=999, roles=("critical",))
+        chaos._kill(random.Random(1), whole_pool=False)
+        assert [event["kind"] for event in chaos.events] == ["kill-main"]
+        assert pool.process.pid != before and pool.process.poll() is None
+    finally:
+        pool.stop()
