@@ -162,8 +162,8 @@ class Chaos:
     def _kill(self, rng: random.Random, *, whole_pool: bool) -> None:
         role = rng.choice(self.roles)
         proc = self.procs[role]
-        children = proc.children()
-        if whole_pool or not children:
+        children = [] if whole_pool else proc.children()
+        if not children:
             # A threads pool has no child processes: its process is what a crash takes.
             proc.kill_group()
             proc.start()

@@ -26,15 +26,20 @@ from bench import harness
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 APP = "notifier.wsgi:application"
+# granian <workers>x<blocking threads>: the Procfile's 2x4 and the shapes decision 81 compared.
+GRANIAN_SHAPES = ((2, 4), (2, 2), (2, 1), (1, 4), (1, 2))
+
+
+def _granian(workers: int, threads: int) -> list[str]:
+    return ["granian", "--interface", "wsgi", "--workers", str(workers), "--blocking-threads",
+            str(threads), "--no-ws", "--host", "127.0.0.1", "--port", "{port}", APP]
+
+
 CANDIDATES = {
     "gunicorn-gthread-2x4": ["gunicorn", "notifier.wsgi", "--workers", "2", "--threads", "4",
                              "--bind", "127.0.0.1:{port}"],
+    **{f"granian-wsgi-{w}x{t}": _granian(w, t) for w, t in GRANIAN_SHAPES},
 }
-# granian <workers>x<blocking threads>: the Procfile's 2x4 and the shapes decision 81 compared.
-for _workers, _threads in ((2, 4), (2, 2), (2, 1), (1, 4), (1, 2)):
-    CANDIDATES[f"granian-wsgi-{_workers}x{_threads}"] = [
-        "granian", "--interface", "wsgi", "--workers", str(_workers), "--blocking-threads",
-        str(_threads), "--no-ws", "--host", "127.0.0.1", "--port", "{port}", APP]
 
 
 def _prepare() -> str:

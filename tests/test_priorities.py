@@ -40,4 +40,5 @@ def test_a_role_can_run_a_threads_pool_of_its_own(monkeypatch):
     assert critical[critical.index("--concurrency") + 1] == "4"
     assert normal[normal.index("-P") + 1] == "prefork"
     monkeypatch.setenv("NOTIFIER_WORKER_POOL", "threads")
-    assert worker_argv("low")[worker_argv("low").index("-P") + 1] == "threads"
+    low = worker_argv("low")
+    assert low[low.index("-P") + 1] == "threads"

@@ -89,14 +89,14 @@ class _PerThreadProviders:
     changed), as functools.cache's did for the one process-wide instance."""
 
     def __init__(self) -> None:
-        self._local = threading.local()
+        self._local = threading.local()  # .built: (the generation it was built in, name -> provider)
         self._generation = 0
 
     def __call__(self, name: str) -> Provider:
-        built = getattr(self._local, "providers", None)
-        if built is None or self._local.generation != self._generation:
-            built = self._local.providers = {}
-            self._local.generation = self._generation
+        generation, built = getattr(self._local, "built", (None, {}))
+        if generation != self._generation:
+            built = {}
+            self._local.built = (self._generation, built)
         provider = built.get(name)
         if provider is None:
             try:
