@@ -14,6 +14,7 @@ from campaigns.models import Campaign
 from campaigns.services.fanout import campaign_fanout
 from campaigns.services.lifecycle import campaign_complete, campaign_fail, campaign_rows_cancel
 from campaigns.services.progress import campaign_stalled_republish
+from core.db_outage import database_unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -23,6 +24,8 @@ def campaign_fanout_task(campaign_id: int, republish_all: bool = False) -> dict:
     try:
         report = campaign_fanout(campaign_id=campaign_id, republish_all=republish_all)
     except Exception as exc:
+        if database_unavailable(exc):
+            raise  # not the campaign's fault: the task runs again, resuming from its cursor
         logger.exception("fan-out of campaign %s failed", campaign_id)
         campaign_fail(campaign_id=campaign_id, reason=f"fan-out failed: {exc}")
         raise

@@ -47,6 +47,8 @@ def _follow_up(report: BatchReport, priority: int, attempt: int) -> None:
                          countdown=defer_delay(report.defer_seconds, priority), attempt=attempt)
     for message_id in report.split_ids:
         messages_enqueue(message_ids=[message_id], priority=priority, attempt=attempt)
+    if report.republish_ids:
+        messages_enqueue(message_ids=report.republish_ids, priority=priority, attempt=attempt)
 
 
 @shared_task(name="delivery.send_batch", bind=True, ignore_result=True)

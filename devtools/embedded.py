@@ -93,9 +93,11 @@ class EmbeddedPostgres:
         self._create_database()
         return started
 
-    def stop(self) -> None:
+    def stop(self, *, mode: str = "fast") -> None:
+        """Stop the server: `fast` (roll back, close sessions, checkpoint), or `immediate`, which
+        kills it as a crash would (recovery from the WAL at the next start; the outage tests)."""
         if (self.pgdata / "postmaster.pid").exists():
-            self._run("pg_ctl", "-D", str(self.pgdata), "-m", "fast", "-w", "-t", "30", "stop", check=False)
+            self._run("pg_ctl", "-D", str(self.pgdata), "-m", mode, "-w", "-t", "30", "stop", check=False)
 
     # -- internals --
 

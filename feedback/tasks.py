@@ -6,7 +6,6 @@ Publishers name the queue (core.priorities.WEBHOOK_QUEUE); the ops worker consum
 from __future__ import annotations
 
 from celery import shared_task
-from django.db import OperationalError
 
 from core.priorities import WEBHOOK_QUEUE
 from feedback.services.drain import webhook_deliveries_drain, webhook_task_started
@@ -18,10 +17,9 @@ from feedback.services.webhooks import webhook_deliveries_requeue
 REAPPLY_DELAYS_SECONDS = (2, 5, 15, 30, 60)
 
 
-@shared_task(
-    name="feedback.process_webhook_delivery", ignore_result=True,
-    autoretry_for=(OperationalError,), retry_backoff=1, retry_backoff_max=30, max_retries=8,
-)
+# A database outage retries it until the database is back (the app's task class,
+# core/db_outage.py): the stored delivery is processed then, none is dropped.
+@shared_task(name="feedback.process_webhook_delivery", ignore_result=True)
 def process_webhook_delivery(delivery_id: int) -> dict:
     """Process this stored delivery and whatever else is pending (see services/drain.py)."""
     webhook_task_started()

@@ -12,7 +12,8 @@ from core.broker_compat import harden_redis_channel, reuse_redis_publish_client
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifier.settings")
 
-app = Celery("notifier")
+# Every task waits out a database outage instead of being dropped (core/db_outage.py).
+app = Celery("notifier", task_cls="core.db_outage:OutageRetryTask")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 
 

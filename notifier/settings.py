@@ -202,6 +202,10 @@ NOTIFIER_RETRY_BASE_SECONDS = env.float("NOTIFIER_RETRY_BASE_SECONDS", default=2
 NOTIFIER_RETRY_CAP_SECONDS = env.float("NOTIFIER_RETRY_CAP_SECONDS", default=120.0)
 # A message that waited (throttled, every breaker open) comes back after about this long.
 NOTIFIER_DEFER_SECONDS = env.float("NOTIFIER_DEFER_SECONDS", default=1.0)
+# A database outage (core/db_outage.py): a worker holding a provider's answers, or a hand-off
+# mark it must act on, retries that write in place for up to this long, then leaves the rows to
+# the recovery (AMBIGUOUS after NOTIFIER_AMBIGUOUS_AFTER_SECONDS). Far below the visibility timeout.
+NOTIFIER_DB_OUTAGE_HOLD_SECONDS = env.float("NOTIFIER_DB_OUTAGE_HOLD_SECONDS", default=600.0)
 # Rate limits (delivery/services/rate_limits.py): "name=rate[:burst],..." per provider and per
 # recipient domain; RateLimit rows in the admin override them at run time.
 NOTIFIER_PROVIDER_RATE_LIMITS = env.str("NOTIFIER_PROVIDER_RATE_LIMITS", default="")

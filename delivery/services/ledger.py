@@ -111,6 +111,8 @@ def _older_than(column: str, cutoff: Cutoff) -> tuple[str, list[object]]:
 # A row this very task claimed and has not handed over (params: SENDING, token): Celery
 # redelivers a task that died mid-batch under the same id.
 _MINE_NOT_HANDED_OVER = f"{_status_is()} AND claim_token = %s AND send_started_at IS NULL"
+# Not handed over yet, or handed over by the very call that is running again (param: its instant).
+_NOT_STARTED_OR_AT = "(send_started_at IS NULL OR send_started_at = %s)"
 # What a claim may take (params: QUEUED, SENDING, token).
 _QUEUED_OR_MINE = f"({_status_is()} OR ({_MINE_NOT_HANDED_OVER}))"
 
@@ -137,25 +139,33 @@ def messages_claim(*, message_ids: Sequence[int], token: str) -> list[tuple[int,
         return [(row[0], row[1]) for row in cursor.fetchall()]
 
 
-def messages_mark_started(*, message_ids: Sequence[int], token: str) -> set[int]:
-    """Record the hand-off to a provider; only the rows returned may be sent.
+def messages_mark_started(
+    *, message_ids: Sequence[int], token: str, started_at: datetime | None = None
+) -> set[int]:
+    """Record the hand-off to a provider at `started_at`; only the rows returned may be sent.
 
     Conditional on `send_started_at IS NULL`, so of two copies of one task only one wins a row.
     Committed synchronously (never `without_flush_wait`): lost in a crash after the provider
-    call, it would let the row be claimed and sent again.
+    call, it would let the row be claimed and sent again. Run again with the same `started_at`
+    (its first run's answer was lost with the connection: core.db_outage.hold_through_outage),
+    it returns the rows that run marked: that instant is this call's alone, so a redelivered
+    copy of the task, which marks with its own, never takes them.
     """
     if not message_ids:
         return set()
+    started_at = started_at or timezone.now()
     sql = (
         f"UPDATE {TABLE} SET send_started_at = %s WHERE id IN ({_placeholders(message_ids)}) "
-        f"AND {_status_is()} AND claim_token = %s AND send_started_at IS NULL RETURNING id"
+        f"AND {_status_is()} AND claim_token = %s AND {_NOT_STARTED_OR_AT} RETURNING id"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [timezone.now(), *message_ids, Status.SENDING, token])
+        cursor.execute(sql, [started_at, *message_ids, Status.SENDING, token, started_at])
         return {row[0] for row in cursor.fetchall()}
 
 
-def messages_claim_hand_off(*, message_ids: Sequence[int], token: str) -> dict[int, tuple[str, int]]:
+def messages_claim_hand_off(
+    *, message_ids: Sequence[int], token: str, started_at: datetime | None = None
+) -> dict[int, tuple[str, int]]:
     """QUEUED -> SENDING and handed over, in one synchronously committed UPDATE (bulk batches,
     after rendering: decision 59); {id: (status, attempts)} of the rows it changed.
 
@@ -164,21 +174,29 @@ def messages_claim_hand_off(*, message_ids: Sequence[int], token: str) -> dict[i
     (AMBIGUOUS after the lease, never resent blindly), a crash before it leaves them QUEUED with
     nothing sent. A row whose address is suppressed by now goes to SUPPRESSED in the same write
     (the send path's re-check, at the last moment before the provider).
+
+    Run again with the same `started_at` after its answer was lost, it returns the rows its
+    first run handed over (as `messages_mark_started`), without counting their attempt twice.
     """
     if not message_ids:
         return {}
+    started_at = started_at or timezone.now()
+    mine = (f"({_status_is(f'{TABLE}.status')} AND {TABLE}.claim_token = %s "
+            f"AND {TABLE}.send_started_at = %s)")
     sql = (
         f"UPDATE {TABLE} SET status = CASE WHEN v.suppressed THEN %s ELSE %s END, "
         f"send_started_at = CASE WHEN v.suppressed THEN NULL ELSE %s END, "
         f"error = CASE WHEN v.suppressed THEN %s ELSE {TABLE}.error END, "
-        f"claim_token = %s, claimed_at = %s, attempts = {TABLE}.attempts + 1 "
+        f"attempts = {TABLE}.attempts + CASE WHEN {TABLE}.send_started_at = %s THEN 0 ELSE 1 END, "
+        f"claim_token = %s, claimed_at = %s "
         f"FROM (SELECT m.id, {email_is_suppressed_sql('lower(m.recipient)')} "
         f"AS suppressed FROM {TABLE} m WHERE m.id IN ({_placeholders(message_ids)})) v "
-        f"WHERE {TABLE}.id = v.id AND {_status_is(f'{TABLE}.status')} AND {claim_guard_sql()} "
+        f"WHERE {TABLE}.id = v.id AND ({_status_is(f'{TABLE}.status')} OR {mine}) "
+        f"AND {claim_guard_sql()} "
         f"RETURNING {TABLE}.id, {TABLE}.status, {TABLE}.attempts"
     )
-    now = timezone.now()
-    params = [Status.SUPPRESSED, Status.SENDING, now, "suppressed", token, now, *message_ids, Status.QUEUED]
+    params = [Status.SUPPRESSED, Status.SENDING, started_at, "suppressed", started_at, token, started_at,
+              *message_ids, Status.QUEUED, Status.SENDING, token, started_at]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)  # synchronous commit: exactly-once rests on this write
         return {row[0]: (row[1], row[2]) for row in cursor.fetchall()}
@@ -195,6 +213,10 @@ def messages_mark_sent(*, provider_ids: dict[int, str], provider: str, token: st
 
     The per-row ids come in as a VALUES list joined with UPDATE ... FROM: a 500-branch CASE
     built through the ORM cost ~0.4 s per batch of 500 in bench/pipeline_throughput.py.
+    Committed synchronously: the provider's answer exists nowhere else, and a PostgreSQL crash
+    that lost it would leave a sent message AMBIGUOUS (decision 82). A row the recovery already
+    held as AMBIGUOUS under this claim (a worker that waited out a long outage with the answer
+    in hand) is SENT too: the answer is the evidence the hold was waiting for.
     """
     if not provider_ids:
         return 0
@@ -202,14 +224,14 @@ def messages_mark_sent(*, provider_ids: dict[int, str], provider: str, token: st
     sql = (
         f"WITH v(id, pid) AS (VALUES {values}) "
         f"UPDATE {TABLE} SET status = %s, sent_at = %s, provider = %s, provider_message_id = v.pid, "
-        f"error = '' FROM v WHERE {TABLE}.id = v.id AND {_status_is(f'{TABLE}.status')} "
+        f"error = '' FROM v WHERE {TABLE}.id = v.id AND ({TABLE}.status || '') IN (%s, %s) "
         f"AND {TABLE}.claim_token = %s "
         f"RETURNING {TABLE}.id"
     )
     params: list[object] = [item for pair in provider_ids.items() for item in pair]
-    params += [Status.SENT, timezone.now(), provider, Status.SENDING, token]
+    params += [Status.SENT, timezone.now(), provider, Status.SENDING, Status.AMBIGUOUS, token]
     with connection.cursor() as cursor:
-        cursor.execute(without_flush_wait(sql), params)
+        cursor.execute(sql, params)
         return len(cursor.fetchall())
 
 
@@ -701,31 +723,36 @@ def message_mark_sent_with_attempt(
     *, message_id: int, token: str, provider: str, provider_message_id: str, response_code: str,
     duration_ms: int,
 ) -> bool:
-    """SENDING -> SENT and its accepted attempt row, in one statement (a data-modifying CTE),
-    committed without waiting for the WAL flush like `messages_mark_sent` (decision 32)."""
+    """SENDING (or AMBIGUOUS under this claim) -> SENT and its accepted attempt row, in one
+    statement (a data-modifying CTE), committed synchronously like `messages_mark_sent`
+    (decision 82). The attempt row is written only with the SENT mark, so running it again after
+    a lost answer writes nothing twice."""
     attempts = DeliveryAttempt._meta.db_table
     sql = (
-        f"WITH attempt AS (INSERT INTO {attempts} (message_id, provider, outcome, response_code, "
-        f"error, duration_ms, created_at) VALUES (%s, %s, %s, %s, '', %s, %s)) "
-        f"UPDATE {TABLE} SET status = %s, sent_at = %s, provider = %s, provider_message_id = %s, "
-        f"error = '' WHERE id = %s AND status = %s AND claim_token = %s RETURNING id"
+        f"WITH sent AS (UPDATE {TABLE} SET status = %s, sent_at = %s, provider = %s, "
+        f"provider_message_id = %s, error = '' WHERE id = %s AND (status || '') IN (%s, %s) "
+        f"AND claim_token = %s RETURNING id) "
+        f"INSERT INTO {attempts} (message_id, provider, outcome, response_code, error, duration_ms, "
+        f"created_at) SELECT id, %s, %s, %s, '', %s, %s FROM sent RETURNING message_id"
     )
     now = timezone.now()
-    params = [message_id, provider, DeliveryAttempt.Outcome.ACCEPTED.value, response_code, duration_ms, now,
-              Status.SENT, now, provider, provider_message_id, message_id, Status.SENDING, token]
+    params = [Status.SENT, now, provider, provider_message_id, message_id, Status.SENDING, Status.AMBIGUOUS,
+              token, provider, DeliveryAttempt.Outcome.ACCEPTED.value, response_code, duration_ms, now]
     with connection.cursor() as cursor:
-        _execute_prepared(cursor, "send_one_sent", sql, params, flush_wait=False)
+        _execute_prepared(cursor, "send_one_sent", sql, params, flush_wait=True)
         return cursor.fetchone() is not None
 
 
-def message_mark_started(*, message_id: int, token: str) -> bool:
+def message_mark_started(*, message_id: int, token: str, started_at: datetime | None = None) -> bool:
     """`messages_mark_started` for one row: the hand-off mark, committed synchronously (the one
-    write exactly-once rests on: decisions 31-32); True if this task may send it."""
+    write exactly-once rests on: decisions 31-32); True if this task may send it. Idempotent
+    for the same `started_at`, as `messages_mark_started`."""
     sql = (
         f"UPDATE {TABLE} SET send_started_at = %s WHERE id = %s AND status = %s "
-        f"AND claim_token = %s AND send_started_at IS NULL RETURNING id"
+        f"AND claim_token = %s AND {_NOT_STARTED_OR_AT} RETURNING id"
     )
+    started_at = started_at or timezone.now()
     with connection.cursor() as cursor:
         _execute_prepared(cursor, "send_one_started", sql,
-                          [timezone.now(), message_id, Status.SENDING, token], flush_wait=True)
+                          [started_at, message_id, Status.SENDING, token, started_at], flush_wait=True)
         return cursor.fetchone() is not None

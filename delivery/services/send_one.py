@@ -26,6 +26,11 @@ The signals the fault tests use (delivery/signals.py) are sent at the same steps
 
 from __future__ import annotations
 
+from functools import partial
+
+from django.utils import timezone
+
+from core.db_outage import hold_through_outage
 from delivery import signals
 from delivery.models import EmailMessage
 from delivery.providers.base import Outcome, SendResult
@@ -54,11 +59,23 @@ def message_send_one(*, message_id: int, token: str) -> BatchReport:
     if not _sendable(claimed, token, report):
         return report
     emails = render_claimed([claimed], token, report)  # [] when it failed to render (FAILED)
-    if not emails or not ledger.message_mark_started(message_id=claimed.id, token=token):
+    if not emails:
+        return report
+    if not _mark_started_held(claimed.id, token):
+        report.republish_ids = [claimed.id]  # its claim was lost or taken back: see BatchReport
         return report
     send_with_failover(emails, token, report, {claimed.id: claimed.attempts},
                        record=_recorder(token, report))
     return report
+
+
+def _mark_started_held(message_id: int, token: str) -> bool:
+    """The one-row hand-off mark, held through a database outage as the batch path's
+    (`sending.mark_started_held`)."""
+    started_at = timezone.now()
+    return hold_through_outage(
+        lambda: ledger.message_mark_started(message_id=message_id, token=token, started_at=started_at),
+        what="marking a hand-off")
 
 
 def _sendable(claimed: ledger.ClaimedMessage, token: str, report: BatchReport) -> bool:
@@ -77,7 +94,7 @@ def _sendable(claimed: ledger.ClaimedMessage, token: str, report: BatchReport) -
 
 def _recorder(token: str, report: BatchReport) -> Recorder:
     """The batch path's recorder, but an acceptance is the SENT mark and its attempt row in
-    one statement."""
+    one statement, held through a database outage like the batch path's writes."""
     others = results_recorder(token, report)
 
     def record(name: str, results: list[SendResult]) -> None:
@@ -86,11 +103,12 @@ def _recorder(token: str, report: BatchReport) -> Recorder:
             if result.outcome is not Outcome.ACCEPTED:
                 rest.append(result)
                 continue
-            report.sent += ledger.message_mark_sent_with_attempt(
+            report.sent += hold_through_outage(partial(
+                ledger.message_mark_sent_with_attempt,
                 message_id=result.message_id, token=token, provider=name,
                 provider_message_id=result.provider_message_id, response_code=result.response_code,
                 duration_ms=result.duration_ms,
-            )
+            ), what=f"recording {name}'s answer")
         if rest:
             others(name, rest)
 

@@ -24,6 +24,7 @@ from django.db import connection
 from django.utils import timezone
 from redis.exceptions import RedisError
 
+from core.db_outage import hold_through_outage
 from core.priorities import POOLS, Priority
 from core.redis_client import get_redis, redis_key
 from delivery import signals
@@ -67,6 +68,11 @@ class BatchReport:
     # A redelivered batch (its worker died mid-batch) is split into one task per message so a
     # poison message cannot take its batch-mates down with it.
     split_ids: list[int] = field(default_factory=list)
+    # Claimed, then not this task's at its hand-off mark: published again at once (the claim
+    # fences a copy). A PostgreSQL crash can lose a claim's asynchronous commit (decision 32),
+    # leaving the row QUEUED with no task; a lease that expired meanwhile was re-published by
+    # the recovery already, and this extra copy claims nothing.
+    republish_ids: list[int] = field(default_factory=list)
 
 
 def message_batch_send(*, message_ids: Sequence[int], token: str, priority: int | None = None) -> BatchReport:
@@ -87,7 +93,8 @@ def message_batch_send(*, message_ids: Sequence[int], token: str, priority: int 
     messages = _guard(claimed, token, report)
     messages = _drop_suppressed(messages, token, report)
     emails = render_claimed(messages, token, report)
-    started = ledger.messages_mark_started(message_ids=[e.message_id for e in emails], token=token)
+    started = mark_started_held([e.message_id for e in emails], token)
+    report.republish_ids = [email.message_id for email in emails if email.message_id not in started]
     emails = [email for email in emails if email.message_id in started]
     if emails:
         attempts = {m.id: m.attempts for m in claimed}
@@ -119,7 +126,11 @@ def _send_claimed_at_hand_off(message_ids: Sequence[int], token: str, report: Ba
     signals.batch_claimed.send(sender=__name__, message_ids=[m.id for m in messages], token=token)
     gone = [m.id for m in messages if m.contact_gone]
     emails, broken = _render_each([m for m in messages if not m.contact_gone])
-    claimed = ledger.messages_claim_hand_off(message_ids=[e.message_id for e in emails], token=token)
+    started_at = timezone.now()
+    claimed = hold_through_outage(
+        lambda: ledger.messages_claim_hand_off(message_ids=[e.message_id for e in emails], token=token,
+                                               started_at=started_at),
+        what="claiming and handing over a bulk batch")
     report.suppressed += sum(1 for status, _ in claimed.values() if status == Status.SUPPRESSED)
     _unsendable_finish(broken, gone, token, report)
     emails = [e for e in emails if claimed.get(e.message_id, ("", 0))[0] == Status.SENDING]
@@ -140,6 +151,16 @@ def _unsendable_finish(
     owned = {pk for pk, _ in ledger.messages_claim(message_ids=ids, token=token)}
     _broken_fail({error: [pk for pk in ids if pk in owned] for error, ids in broken.items()}, token, report)
     _contact_gone_suppress([pk for pk in gone if pk in owned], token, report)
+
+
+def mark_started_held(message_ids: list[int], token: str) -> set[int]:
+    """The hand-off mark, held through a database outage (core/db_outage.py): this process must
+    learn which rows it may send, and a mark whose answer the outage swallowed is run again with
+    the same instant, which returns the rows it marked (and no other copy's)."""
+    started_at = timezone.now()
+    return hold_through_outage(
+        lambda: ledger.messages_mark_started(message_ids=message_ids, token=token, started_at=started_at),
+        what="marking a hand-off")
 
 
 def attempt_limit(priority: int) -> int:
@@ -249,11 +270,17 @@ def _broken_fail(broken: dict[str, list[int]], token: str, report: BatchReport) 
 
 
 def results_recorder(token: str, report: BatchReport) -> Recorder:
-    """Each provider's verdicts: attempt rows, then the ledger (the failover calls it)."""
+    """Each provider's verdicts: the ledger, then the attempt rows (the failover calls it).
+
+    Each write is held through a database outage: the provider has answered and the answer
+    exists only here. The ledger's writes are guarded by state and claim token, so running them
+    again changes nothing twice; it goes first, so that an attempt row is written again only if
+    its own INSERT's answer is lost (a log line, never a send)."""
 
     def record(name: str, results: list[SendResult]) -> None:
-        _record_attempts(name, results)
-        _record_results(name, results, token, report)
+        hold_through_outage(lambda: _record_results(name, results, token, report),
+                            what=f"recording {name}'s answers")
+        hold_through_outage(lambda: _record_attempts(name, results), what=f"recording {name}'s attempts")
 
     return record
 
@@ -269,11 +296,15 @@ def send_with_failover(
     if outcome.deferred:
         ids = [email.message_id for email in outcome.deferred]
         reason = "throttled or every provider unavailable"
-        ledger.messages_defer(message_ids=ids, token=token, reason=reason)
+        # Held like the answers: these rows are handed over, and only this process knows that
+        # no provider was offered them.
+        hold_through_outage(lambda: ledger.messages_defer(message_ids=ids, token=token, reason=reason),
+                            what="deferring a batch")
         report.deferred_ids.extend(ids)
         report.defer_seconds = outcome.wait_seconds
     if outcome.failed:
-        _retry_or_dead_letter(outcome.failed, token, report, attempts)
+        hold_through_outage(lambda: _retry_or_dead_letter(outcome.failed, token, report, attempts),
+                            what="releasing refused messages")
     if outcome.wait_seconds:
         report.retry_after_seconds = outcome.wait_seconds
 
