@@ -3,7 +3,8 @@
 All keys live under one configurable prefix (`NOTIFIER_REDIS_PREFIX`, default `notifier`) and
 are built with `redis_key(...)`, so tests and several deployments can share a server. This is
 the one list of every key family the code writes (the owning module documents the details);
-a new family is added here in the same commit.
+a new family is added here in the same commit (tests/test_docs_truth.py reads every
+`redis_key(...)` call and fails on a family missing here, or listed here and built nowhere).
 
     API (clients)
     notifier:idem-http:<client prefix>:<sha256 of key>  string JSON {fp, status, body}: replayed
