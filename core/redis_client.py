@@ -3,7 +3,8 @@
 All keys live under one configurable prefix (`NOTIFIER_REDIS_PREFIX`, default `notifier`) and
 are built with `redis_key(...)`, so tests and several deployments can share a server. This is
 the one list of every key family the code writes (the owning module documents the details);
-a new family is added here in the same commit.
+a new family is added here in the same commit (tests/test_docs_truth.py reads every
+`redis_key(...)` call and fails on a family missing here, or listed here and built nowhere).
 
     API (clients)
     notifier:idem-http:<client prefix>:<sha256 of key>  string JSON {fp, status, body}: replayed
@@ -27,6 +28,9 @@ a new family is added here in the same commit.
     notifier:fault:<provider>:streak|recipients|messages|put_back
                                                         the same-error streak and the rows to
                                                         re-queue (delivery/services/provider_faults.py)
+    notifier:delivery:batch_seen:<task id>              string, SET NX with TTL: the task id ran
+                                                        once; a redelivery takes the claim-first
+                                                        path (delivery/services/sending.py)
     Scheduling
     notifier:schedule:due                               ZSET score = due epoch, member = message id
     notifier:schedule:processing                        ZSET score = lease deadline (claimed)
@@ -37,9 +41,13 @@ a new family is added here in the same commit.
                                                         (campaigns/services/progress.py)
     notifier:campaigns:fanout_watch:<campaign id>       string "<cursor>:<epoch>", TTL 1 h
                                                         (campaigns/services/recovery.py)
-    Feedback
+    notifier:campaigns:fanout_published:<campaign id>   hash range index -> contact id, TTL 2 days:
+                                                        how far each fan-out range's publishing
+                                                        got (campaigns/services/fanout_marks.py)
+    Analytics
     notifier:analytics:workers                          string JSON: cached `celery inspect`
                                                         (analytics/selectors/queues.py)
+    Feedback
     notifier:feedback:webhook-task-scheduled            string, SET NX with TTL: one pending
                                                         webhook task (feedback/services/drain.py)
     notifier:feedback:reputation-check:<kind>:<id>      string, SET NX with TTL: throttles the

@@ -16,10 +16,13 @@ from pathlib import Path
 import environ
 
 from devtools.embedded import embedded_postgres, embedded_redis
+from notifier.renamed_env import adopt_renamed_variables
 from notifier.secret_key import refuse_weak_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
+# Old names of renamed variables still work, with a warning (notifier/renamed_env.py).
+adopt_renamed_variables()
 VAR_DIR = Path(env.str("NOTIFIER_VAR_DIR", default=str(BASE_DIR / "var")))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
@@ -145,7 +148,7 @@ SMTP_PORT = env.int("SMTP_PORT", default=8025)
 SMTP_USER = env.str("SMTP_USER", default="")
 SMTP_PASSWORD = env.str("SMTP_PASSWORD", default="")
 SMTP_STARTTLS = env.bool("SMTP_STARTTLS", default=False)
-SMTP_TIMEOUT_SECONDS = env.float("SMTP_TIMEOUT_SECONDS", default=10.0)
+SMTP_TIMEOUT_SECONDS = env.float("NOTIFIER_SMTP_TIMEOUT_SECONDS", default=10.0)
 # A claimed row whose worker vanished before handing it to a provider goes back to the queue
 # after its priority's lease (core/priorities.py: 4 s for P0 .. 120 s for P3), capped by
 # this ceiling; one handed over with no answer becomes AMBIGUOUS after the second figure.
@@ -175,13 +178,13 @@ MAILGUN_DOMAIN = env.str("MAILGUN_DOMAIN", default="")
 MAILGUN_API_URL = env.str("MAILGUN_API_URL", default="https://api.mailgun.net")
 # Request size limits the ESPs document (SendGrid: 30 MB per email request; Mailgun: 25 MB per
 # message): a batch is split so no request is over them, as well as at 1,000 recipients.
-SENDGRID_MAX_REQUEST_BYTES = env.int("SENDGRID_MAX_REQUEST_BYTES", default=30_000_000)
-MAILGUN_MAX_REQUEST_BYTES = env.int("MAILGUN_MAX_REQUEST_BYTES", default=25_000_000)
+SENDGRID_MAX_REQUEST_BYTES = env.int("NOTIFIER_SENDGRID_MAX_REQUEST_BYTES", default=30_000_000)
+MAILGUN_MAX_REQUEST_BYTES = env.int("NOTIFIER_MAILGUN_MAX_REQUEST_BYTES", default=25_000_000)
 # Connect timeout: a request that never connected is safe to send elsewhere, so keep it short.
 # Read timeout: a request past it is AMBIGUOUS (held for reconciliation), so keep it generous.
-ESP_CONNECT_TIMEOUT_SECONDS = env.float("ESP_CONNECT_TIMEOUT_SECONDS", default=3.0)
-ESP_READ_TIMEOUT_SECONDS = env.float("ESP_READ_TIMEOUT_SECONDS", default=15.0)
-ESP_POOL_SIZE = env.int("ESP_POOL_SIZE", default=16)
+ESP_CONNECT_TIMEOUT_SECONDS = env.float("NOTIFIER_ESP_CONNECT_TIMEOUT_SECONDS", default=3.0)
+ESP_READ_TIMEOUT_SECONDS = env.float("NOTIFIER_ESP_READ_TIMEOUT_SECONDS", default=15.0)
+ESP_POOL_SIZE = env.int("NOTIFIER_ESP_POOL_SIZE", default=16)
 # Circuit breaker per provider (delivery/services/circuit_breaker.py): this many transient
 # failures within the window open it; it stays open for the cooldown, then one probe is allowed
 # (the probe lease must outlast one provider call).
@@ -346,7 +349,7 @@ FEEDBACK_REPUTATION_MIN_SAMPLE = env.int("FEEDBACK_REPUTATION_MIN_SAMPLE", defau
 FEEDBACK_REPUTATION_WINDOW_SECONDS = env.int("FEEDBACK_REPUTATION_WINDOW_SECONDS", default=24 * 3600)
 FEEDBACK_REPUTATION_CHECK_SECONDS = env.int("FEEDBACK_REPUTATION_CHECK_SECONDS", default=5)
 # Dashboard and overview.
-FLOWER_URL = env.str("FLOWER_URL", default="http://127.0.0.1:5555/")
+FLOWER_URL = env.str("NOTIFIER_FLOWER_URL", default="http://127.0.0.1:5555/")
 FEEDBACK_WORKERS_CACHE_SECONDS = env.int("FEEDBACK_WORKERS_CACHE_SECONDS", default=10)
 # The overall alert turns critical when a provider fails at least this share of its calls over
 # the last 15 minutes (transient, permanent and ambiguous outcomes), once it made at least

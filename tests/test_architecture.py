@@ -4,15 +4,21 @@
   the message table (ORM `.update()` on EmailMessage, or SQL `UPDATE` on its table).
 - No app imports another app inside a function body (the way code dodges an import cycle),
   except in `AppConfig.ready()`, where registration points are filled in.
+- No model points up a layer (ForeignKey, OneToOne, ManyToMany) and no migration depends on a
+  higher app's, except the allow-listed ones, each with its reason (docs/architecture.md,
+  "Upward foreign keys").
 """
 
 from __future__ import annotations
 
 import ast
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
+from django.apps import apps
+from django.db.migrations.loader import MigrationLoader
 
 ROOT = Path(__file__).resolve().parent.parent
 APPS = ["analytics", "campaigns", "transactional", "scheduling", "feedback", "delivery",
@@ -79,3 +85,105 @@ def test_no_app_imports_another_inside_a_function(app: str):
         for found in [_late_cross_app_imports(path)] if found
     }
     assert offenders == {}
+
+
+# --- Relations and migrations point down the layers too ----------------------------------------
+
+def _layers() -> list[str]:
+    """pyproject.toml's layers contract, top (0) to bottom."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    contract = next(c for c in config["tool"]["importlinter"]["contracts"] if c["id"] == "layers")
+    return contract["layers"]
+
+
+LAYER = {app: index for index, app in enumerate(_layers())}
+
+# Model relations that point up a layer on purpose: "<app>.<Model>.<field>" -> why. Each names
+# campaigns.Campaign from a lower app; removing one would need a data migration. Django's
+# on_delete of a campaign reaches these rows through them (the lower app never imports campaigns).
+UPWARD_RELATIONS = {
+    "delivery.EmailMessage.campaign": "the ledger row names its campaign: progress, stats and pause/"
+    "cancel select rows by campaign_id, deleting a campaign cascades to its rows (no database "
+    "constraint, decision 63; the claim guard's SQL refuses rows of a missing campaign)",
+    "feedback.CampaignEventCounter.campaign": "one counter row per campaign, keyed by it (primary "
+    "key), deleted with it",
+    "feedback.ReputationHold.campaign": "records which campaign the reputation guard paused; "
+    "deleted with it",
+    "scheduling.Schedule.campaign": "the one-off campaign, or the latest recurring run's; set to "
+    "NULL when it is deleted, the schedule stays",
+}
+
+# Migrations that depend on a higher app's: (app, higher app) -> (why, the migrations).
+UPWARD_MIGRATIONS = {
+    ("delivery", "campaigns"): (
+        "EmailMessage.campaign (above); 0001-0006 also met Contact while it lived in campaigns",
+        {"0001_initial", "0002_emailmessage_cancel_key_emailmessage_contact",
+         "0004_provider_message_id_index", "0005_lean_message_indexes",
+         "0006_scheduled_messages_index", "0009_message_campaign_no_db_constraint",
+         "0010_recipient_index_rows_of_no_contact"}),
+    ("feedback", "campaigns"): (
+        "CampaignEventCounter.campaign and ReputationHold.campaign (above)", {"0002_feedback_loop"}),
+    ("scheduling", "campaigns"): ("Schedule.campaign (above)", {"0001_initial"}),
+    ("audience", "campaigns"): (
+        "audience's models moved out of campaigns (state-only operations): their history starts "
+        "in campaigns' migrations", {"0001_models_from_campaigns", "0002_tables_renamed"}),
+    ("audience", "delivery"): (
+        "the same move: delivery re-pointed its Contact foreign key before the tables were renamed",
+        {"0002_tables_renamed"}),
+}
+
+
+def _our_app(label: str) -> bool:
+    return label in LAYER
+
+
+def upward_relations() -> set[str]:
+    """"<app>.<Model>.<field>" of every relation a model declares towards a higher layer."""
+    found = set()
+    for model in apps.get_models():
+        source = model._meta.app_label
+        for field in model._meta.get_fields():
+            if not field.is_relation or field.auto_created or field.related_model is None:
+                continue  # reverse accessors belong to the other side
+            target = field.related_model._meta.app_label
+            if _our_app(source) and _our_app(target) and LAYER[target] < LAYER[source]:
+                found.add(f"{source}.{model.__name__}.{field.name}")
+    return found
+
+
+def upward_migration_dependencies() -> dict[tuple[str, str], set[str]]:
+    """(app, higher app) -> the app's migrations that depend on a migration of the higher one."""
+    found: dict[tuple[str, str], set[str]] = {}
+    for (app, name), migration in MigrationLoader(None, ignore_no_migrations=True).disk_migrations.items():
+        for dependency_app, _ in migration.dependencies:
+            if _our_app(app) and _our_app(dependency_app) and LAYER[dependency_app] < LAYER[app]:
+                found.setdefault((app, dependency_app), set()).add(name)
+    return found
+
+
+def test_no_model_points_up_a_layer():
+    assert sorted(upward_relations() - UPWARD_RELATIONS.keys()) == [], (
+        "point down instead (a registration point, or an id column), or allow-list it with the reason")
+
+
+def test_every_allowed_upward_relation_still_exists():
+    assert sorted(UPWARD_RELATIONS.keys() - upward_relations()) == []
+
+
+def test_no_migration_depends_on_a_higher_app():
+    allowed = {pair: names for pair, (_, names) in UPWARD_MIGRATIONS.items()}
+    unexpected = {pair: sorted(extra) for pair, names in upward_migration_dependencies().items()
+                  for extra in [names - allowed.get(pair, set())] if extra}
+    assert unexpected == {}
+
+
+def test_every_allowed_upward_migration_dependency_still_exists():
+    found = upward_migration_dependencies()
+    stale = {pair: sorted(names - found.get(pair, set()))
+             for pair, (_, names) in UPWARD_MIGRATIONS.items() if names - found.get(pair, set())}
+    assert stale == {}
+
+
+def test_the_layers_are_the_apps():
+    assert set(LAYER) >= {config.label for config in apps.get_app_configs()
+                          if (ROOT / config.label).is_dir() and config.path.startswith(str(ROOT))}

@@ -44,7 +44,7 @@ class HttpSettings:
     read_timeout: float = 10.0
     pool_size: int = 16
     domain: str = ""  # Mailgun only
-    # The ESP's documented request size limit (SENDGRID_/MAILGUN_MAX_REQUEST_BYTES); 0: none.
+    # The ESP's documented request size limit (NOTIFIER_SENDGRID_/MAILGUN_MAX_REQUEST_BYTES); 0: none.
     max_request_bytes: int = 0
 
 

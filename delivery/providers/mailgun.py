@@ -17,7 +17,7 @@ every key (a missing one would be substituted with an empty string).
 
 Addresses: recipients travel with IDNA domains (addresses.wire_emails), `from` as
 `"Name" <addr>` with the name RFC 2047 encoded on its own. A request stays under
-`max_request_bytes` (MAILGUN_MAX_REQUEST_BYTES, the documented 25 MB message size limit): each
+`max_request_bytes` (NOTIFIER_MAILGUN_MAX_REQUEST_BYTES, the documented 25 MB message size limit): each
 recipient counts its `to` field and its recipient-variables entry as if every part varied, as
 they are URL-encoded on the wire, an upper bound of what it adds.
 

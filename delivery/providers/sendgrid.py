@@ -12,7 +12,7 @@ Personalizations: https://www.twilio.com/docs/sendgrid/for-developers/sending-em
 
 Addresses: recipients travel with IDNA domains (addresses.wire_emails), the sender as
 `{"email", "name"}` (the display name in `name`, never the whole `Name <addr>` in `email`). A
-request stays under `max_request_bytes` (SENDGRID_MAX_REQUEST_BYTES, the documented 30 MB: "The
+request stays under `max_request_bytes` (NOTIFIER_SENDGRID_MAX_REQUEST_BYTES, the documented 30 MB: "The
 total size of your email, including attachments, must be less than 30MB"): each message counts
 the JSON of its personalization with its bodies as substitutions, an upper bound of what it adds.
 

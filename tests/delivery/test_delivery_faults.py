@@ -27,8 +27,8 @@ from tests.support import processes
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 Status = EmailMessage.Status
 FAST_RETRIES = {"NOTIFIER_RETRY_BASE_SECONDS": "0.2", "NOTIFIER_RETRY_CAP_SECONDS": "2",
-                "NOTIFIER_DEFER_SECONDS": "0.3", "ESP_READ_TIMEOUT_SECONDS": "1",
-                "ESP_CONNECT_TIMEOUT_SECONDS": "1"}
+                "NOTIFIER_DEFER_SECONDS": "0.3", "NOTIFIER_ESP_READ_TIMEOUT_SECONDS": "1",
+                "NOTIFIER_ESP_CONNECT_TIMEOUT_SECONDS": "1"}
 
 
 @pytest.fixture(autouse=True)

@@ -106,7 +106,7 @@ def test_data_bytes_uses_crlf_and_stuffs_leading_dots():
 def test_postfix_smtp_sink_takes_a_pipelined_batch():
     sink = shutil.which("smtp-sink") or "/usr/sbin/smtp-sink"
     if not os.path.exists(sink):
-        pytest.fail("Postfix smtp-sink is not installed (apt-get install -y postfix)")
+        pytest.fail("Postfix smtp-sink is not installed: sudo devtools/test_packages.sh")
     port = free_port()
     # `timeout` bounds the sink's life whatever happens to this test.
     process = subprocess.Popen(["timeout", "60", sink, "-u", "nobody", f"127.0.0.1:{port}", "10"],

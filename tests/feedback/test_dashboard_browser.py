@@ -18,7 +18,7 @@ from delivery.models import EmailMessage
 from delivery.services.dispatch import messages_enqueue
 from tests.feedback.helpers import campaign
 from tests.support import processes
-from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
+from tests.support.browser import CHROMIUM_ARGS, chromium_executable
 
 pytestmark = pytest.mark.e2e
 ARTIFACTS = Path(settings.BASE_DIR) / "test-artifacts"
@@ -53,7 +53,7 @@ def test_operator_watches_a_campaign_advance_and_pauses_it(
 
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = pw.chromium.launch(executable_path=chromium_executable(), args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(f"{live_server.url}/dashboard/", timeout=30_000)
