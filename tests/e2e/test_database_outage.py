@@ -214,6 +214,10 @@ def _launch_campaign(stack: Stack) -> int:
     return response.json()["campaign_id"]
 
 
+def _health(stack: Stack) -> int:
+    return requests.get(f"{stack.url}/healthz", timeout=10).status_code
+
+
 def _campaign_status(stack: Stack, campaign_id: int) -> str:
     response = stack.get(f"/api/v1/campaigns/{campaign_id}")
     return response.json().get("status", "") if response.status_code == 200 else ""
@@ -252,6 +256,7 @@ def _assert_nothing_lost_nothing_twice(stack: Stack, smtp_server, run: dict) -> 
     assert run["stream_errors"] == []
     assert _campaign_status(stack, campaign_id) == "COMPLETED", stack.pools["scheduler"].log()[-3000:]
     assert run["completed_after"] <= COMPLETE_WITHIN_SECONDS
+    assert _health(stack) == 200  # every web process reconnected
     # Every task that met the outage was published again, none acknowledged as failed (gone).
     for pool in ("critical", "normal", "ops"):
         log = stack.pools[pool].log()
@@ -284,6 +289,7 @@ def test_postgres_crash_mid_campaign_loses_nothing_and_sends_nothing_twice(
 
     def crash() -> float:
         own_postgres.stop(mode="immediate")
+        assert wait_for(lambda: _health(stack) == 503, timeout=5)
         time.sleep(DOWN_SECONDS)
         own_postgres.start(durable=False)
         return time.monotonic()
