@@ -10,7 +10,7 @@ from celery import current_app
 
 from core.task_publish import UnknownTaskError, task_publish, tasks_publish
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _published_names() -> set[str]:
