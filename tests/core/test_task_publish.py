@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _published_names() -> set[str]:
     sources = (path.read_text() for path in ROOT.glob("*/**/*.py")
-               if not {"tests", "bench", ".venv"} & set(path.relative_to(ROOT).parts))
+               if not {"tests", "testkit", "bench", ".venv"} & set(path.relative_to(ROOT).parts))
     return {name for text in sources for name in re.findall(r'tasks?_publish\(\s*"([^"]+)"', text)}
 
 
