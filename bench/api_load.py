@@ -44,7 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import harness
 from bench.esps import SmtpSink, ledger_counts
-from tests.support.processes import ManagedProcess, procfile_process
+from testkit.ports import free_port
+from testkit.processes import ManagedProcess, procfile_process
 
 PATH = "/api/v1/messages"
 
@@ -344,14 +345,6 @@ def vacuum_ledger() -> None:
             cursor.execute(f"VACUUM ANALYZE {model._meta.db_table}")
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _embedded_services() -> list:
     """The embedded PostgreSQL and Redis (var/) when DATABASE_URL or REDIS_URL is unset."""
     if os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL"):
@@ -375,7 +368,7 @@ def main() -> None:
     args = parser.parse_args()
     started = _embedded_services()
     procs: dict[str, ManagedProcess] = {}
-    sink = SmtpSink(_free_port(), harness.log_dir(harness.LOG_DIR / "api_load"))
+    sink = SmtpSink(free_port(), harness.log_dir(harness.LOG_DIR / "api_load"))
     try:
         harness.django_setup(own_redis_prefix=True)
         vacuum_ledger()
@@ -383,7 +376,7 @@ def main() -> None:
         sink.start()
         env = harness.process_env(NOTIFIER_PROVIDERS="smtp", SMTP_HOST="127.0.0.1",
                                   SMTP_PORT=str(sink.port), PYTHONUNBUFFERED="1")
-        port = _free_port()
+        port = free_port()
         procs = start_processes(env, sink.logs, port)
         postgres = PostgresCpu(procs).start()
         warm = closed_loop(port, key, args.connections, 3.0)  # every web worker and pool warm

@@ -24,7 +24,7 @@ from delivery.providers.base import Outcome, OutgoingEmail
 from delivery.providers.http import HttpSettings
 from delivery.providers.mailgun import MailgunProvider, message_form
 from delivery.providers.sendgrid import SendGridProvider, mail_send_body
-from tests.fakes import FakeMailgun, FakeSendGrid
+from testkit.fakes import FakeMailgun, FakeSendGrid
 
 FILLER = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 290  # ~16.8 KB
 

@@ -1,6 +1,6 @@
 """The ESPs the benchmarks send to, each with a ledger the script reads back at the end.
 
-- FakeEspProcess: a fake HTTP ESP of tests/fakes (SendGrid or Mailgun, real wire format) in a
+- FakeEspProcess: a fake HTTP ESP of testkit/fakes (SendGrid or Mailgun, real wire format) in a
   process of its own, so it does not share the script's GIL; commands (refuse for N seconds,
   stop) go through a queue and its ledger comes back as a JSON-lines file of (our message id,
   accepted_at epoch).
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from tests.support.processes import ManagedProcess
+from testkit.processes import ManagedProcess
 
 SMTP_SINK = "/usr/sbin/smtp-sink"
 T = TypeVar("T")
@@ -40,7 +40,7 @@ FREEZE_EVERY_SECONDS = 2.0
 
 
 def _serve(provider: str, ready: mp.Queue, commands: mp.Queue, out_path: str) -> None:
-    from tests.fakes import FakeMailgun, FakeSendGrid
+    from testkit.fakes import FakeMailgun, FakeSendGrid
 
     fake = (FakeSendGrid if provider == "sendgrid" else FakeMailgun)(api_key=None).start()
     ready.put(fake.url)

@@ -34,8 +34,8 @@ from delivery.models import EmailMessage  # noqa: E402
 from delivery.services.dispatch import messages_enqueue  # noqa: E402
 from notifier.celery import app as celery_app  # noqa: E402
 from templates.services import template_create  # noqa: E402
-from tests.fakes import FakeMailgun, FakeSendGrid  # noqa: E402
-from tests.support.processes import subprocess_env  # noqa: E402
+from testkit.fakes import FakeMailgun, FakeSendGrid  # noqa: E402
+from testkit.processes import subprocess_env  # noqa: E402
 
 
 def _produce(stop: threading.Event, version, ids: list[int]) -> None:

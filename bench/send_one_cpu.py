@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import psutil
 
 from bench import harness
-from tests.support.ports import free_port
-from tests.support.processes import ManagedProcess
+from testkit.ports import free_port
+from testkit.processes import ManagedProcess
 
 PATHS = {"batch": {"NOTIFIER_SEND_ONE_LEAN": "false"}, "lean": {"NOTIFIER_SEND_ONE_LEAN": "true"}}
 FLAGS = {"events": ("NOTIFIER_TASK_EVENTS", "NOTIFIER_FAST_POOL_TASK_EVENTS"),

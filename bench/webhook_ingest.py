@@ -36,8 +36,8 @@ from campaigns.models import Campaign  # noqa: E402
 from delivery.models import EmailMessage  # noqa: E402
 from feedback.models import WebhookDelivery  # noqa: E402
 from templates.services import template_create  # noqa: E402
-from tests.feedback.signing import SendGridTestSigner, mailgun_body  # noqa: E402
-from tests.support.ports import free_port  # noqa: E402
+from testkit.ports import free_port  # noqa: E402
+from testkit.webhook_signing import SendGridTestSigner, mailgun_body  # noqa: E402
 
 KINDS = ("delivered", "open", "click", "bounce", "unsubscribe")
 WEIGHTS = (0.55, 0.25, 0.12, 0.05, 0.03)

@@ -9,10 +9,10 @@ from rest_framework.test import APIClient
 
 from notifier.celery import app as celery_app
 from templates.services import template_create
+from testkit import processes
+from testkit.smtp import RecordingSmtpServer
 from tests import factories
-from tests.support import processes
 from tests.support.session_services import pytest_configure, pytest_unconfigure
-from tests.support.smtp import RecordingSmtpServer
 
 __all__ = ["pytest_configure", "pytest_unconfigure"]  # the session's services (hooks)
 

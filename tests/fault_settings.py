@@ -1,6 +1,6 @@
 """Settings for the processes the tests start: production settings plus the fault-injection app.
 
-`tests.support.processes.subprocess_env` runs every test subprocess with this module; without a
+`testkit.processes.subprocess_env` runs every test subprocess with this module; without a
 NOTIFIER_FAULT_* variable in its environment the receivers do nothing (tests/faults/).
 """
 

@@ -24,7 +24,7 @@ from delivery.models import EmailMessage
 from delivery.providers.base import Outcome, OutgoingEmail
 from delivery.providers.http import HttpSettings
 from delivery.providers.sendgrid import SendGridProvider
-from tests.support.processes import ManagedProcess
+from testkit.processes import ManagedProcess
 
 
 class _SlowFirstAnswer(BaseHTTPRequestHandler):

@@ -12,9 +12,9 @@ from campaigns.models import Campaign
 from campaigns.tasks import campaign_fanout_task
 from core.db_outage import DATABASE_ERRORS, database_unavailable, hold_through_outage, outage_backoff_seconds
 from delivery.models import EmailMessage
+from testkit.processes import database_url
 from tests import factories
 from tests.campaigns.helpers import contacts_create
-from tests.support.processes import database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -13,8 +13,8 @@ import pytest
 import notifier.settings as production
 import tests.fault_settings as fault_settings
 from delivery.models import EmailMessage
+from testkit import processes
 from tests.factories import email_message, template_version
-from tests.support import processes
 
 CRASH = "poison@x.example"
 CHILD = (
@@ -35,7 +35,7 @@ def test_production_settings_define_no_fault_setting_and_no_fault_app():
 
 def test_no_production_module_reads_a_fault_variable():
     root = Path(processes.BASE_DIR)
-    skip = {"tests", "bench", ".venv", ".git", "node_modules"}
+    skip = {"tests", "testkit", "bench", ".venv", ".git", "node_modules"}
     readers = [
         str(path.relative_to(root)) for path in root.rglob("*.py")
         if not skip & set(path.relative_to(root).parts) and "NOTIFIER_FAULT" in path.read_text()

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from notifier.secret_key import refuse_weak_secret_key, weak_secret_key_reason
-from tests.support import processes
+from testkit import processes
 
 GOOD_KEY = "kP3v9Qm2xR7tY1wZ8sD4fG6hJ0lA5cB-nE_uI2oK7qW"
 

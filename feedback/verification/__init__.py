@@ -2,7 +2,7 @@
 
 Every verifier raises :class:`WebhookVerificationError` (with a machine-readable
 ``reason``) on failure and returns the parsed payload on success. The tests' signing helpers
-(throwaway keys signing as SNS, SendGrid and Mailgun do) live in tests/feedback/signing.py.
+(throwaway keys signing as SNS, SendGrid and Mailgun do) live in testkit/webhook_signing.py.
 """
 
 from .errors import Reason, WebhookVerificationError

@@ -18,10 +18,10 @@ from audience.models import Contact, Segment, Suppression
 from campaigns.models import Campaign
 from campaigns.selectors import campaign_counters
 from delivery.models import EmailMessage
+from testkit import processes
+from testkit.waiting import wait_for
 from tests import factories
 from tests.campaigns.helpers import contacts_create
-from tests.support import processes
-from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 MS = EmailMessage.Status

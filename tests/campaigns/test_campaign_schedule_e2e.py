@@ -20,11 +20,11 @@ from audience.models import Contact, Segment
 from campaigns.models import Campaign
 from delivery.models import EmailMessage
 from scheduling import timing
+from testkit import processes
+from testkit.waiting import wait_for
 from tests import factories
 from tests.campaigns.helpers import contacts_create
 from tests.scheduling.support import clear_schedule_keys
-from tests.support import processes
-from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 MS = EmailMessage.Status

@@ -17,7 +17,7 @@ from campaigns.services.lifecycle import campaign_fail
 from clients.services import api_client_create
 from delivery.models import EmailMessage
 from notifier.celery import app as celery_app
-from tests.support import processes
+from testkit import processes
 
 MS = EmailMessage.Status
 

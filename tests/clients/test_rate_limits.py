@@ -8,7 +8,7 @@ from rest_framework.test import APIClient
 from clients.services import api_client_create
 from core.lua import script
 from core.redis_client import get_redis
-from tests.support.ports import free_port
+from testkit.ports import free_port
 
 pytestmark = pytest.mark.django_db
 URL = "/api/v1/messages/999999"   # a cheap authenticated GET (404); it still counts

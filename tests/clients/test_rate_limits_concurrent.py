@@ -14,8 +14,9 @@ import pytest
 import requests
 
 from clients.services import api_client_create
-from tests.support import processes, web
-from tests.support.ports import free_port
+from testkit import processes
+from testkit.ports import free_port
+from tests.support import web
 
 QUOTA = 40
 PER_CLIENT = 300

@@ -10,7 +10,7 @@ import pytest
 from delivery.models import EmailMessage
 from delivery.providers import get_provider
 from delivery.services.rate_limits import limits_cache_clear
-from tests.fakes import FakeMailgun, FakeSendGrid, FakeSES
+from testkit.fakes import FakeMailgun, FakeSendGrid, FakeSES
 
 
 @pytest.fixture(autouse=True)
@@ -65,7 +65,7 @@ def ledger_counts(esps: dict, message_ids: list[int]) -> tuple[list[int], dict, 
     return lost, dups, cross
 
 
-# Fake ESPs that record every request (tests/fakes), one per test.
+# Fake ESPs that record every request (testkit/fakes), one per test.
 @pytest.fixture
 def sendgrid() -> Iterator[FakeSendGrid]:
     with FakeSendGrid(record_requests=True) as fake:

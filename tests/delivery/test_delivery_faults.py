@@ -17,12 +17,12 @@ from delivery.models import DeadLetter, EmailMessage
 from delivery.services.dispatch import messages_enqueue
 from delivery.services.reconcile import message_reconcile
 from notifier.celery import app as celery_app
+from testkit import processes
+from testkit.fakes import FakeSendGrid
+from testkit.fakes.http_base import HttpReply, Result
+from testkit.fakes.ledger import Outcome
 from tests.delivery.conftest import esp_env, ledger_counts
 from tests.factories import template_version
-from tests.fakes import FakeSendGrid
-from tests.fakes.http_base import HttpReply, Result
-from tests.fakes.ledger import Outcome
-from tests.support import processes
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 Status = EmailMessage.Status

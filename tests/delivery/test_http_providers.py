@@ -14,8 +14,8 @@ from delivery.providers.http import HttpSettings
 from delivery.providers.mailgun import MailgunProvider
 from delivery.providers.sendgrid import SendGridProvider
 from delivery.providers.ses import SesProvider, SesSettings
-from tests.fakes import FakeMailgun, FakeSendGrid, FakeSES
-from tests.fakes.mailgun import parse_form
+from testkit.fakes import FakeMailgun, FakeSendGrid, FakeSES
+from testkit.fakes.mailgun import parse_form
 
 
 def _emails(n: int, *, same: bool = False, start: int = 1) -> list[OutgoingEmail]:

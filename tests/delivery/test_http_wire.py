@@ -19,7 +19,7 @@ from delivery.providers.http import HttpSettings
 from delivery.providers.mailgun import MailgunProvider
 from delivery.providers.sendgrid import SendGridProvider
 from delivery.providers.ses import SesProvider, SesSettings
-from tests.fakes.mailgun import parse_form
+from testkit.fakes.mailgun import parse_form
 
 SENDER = '"Jürgen Groß, Ünïcode & Co." <news@bücher.example>'
 RECIPIENTS = ["a@example.com", "user@bücher.example", "jürgen@example.com"]

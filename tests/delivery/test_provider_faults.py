@@ -23,10 +23,10 @@ from delivery.services.ledger import failed_messages_requeue
 from delivery.services.provider_faults import error_signature
 from delivery.services.sending import message_batch_send
 from notifier.celery import app as celery_app
+from testkit import processes
 from tests.delivery.conftest import ledger_counts
 from tests.factories import email_message, template_version
 from tests.feedback.helpers import campaign
-from tests.support import processes
 
 Status = EmailMessage.Status
 RELAY_DENIED = "550 5.7.1 Relay access denied"

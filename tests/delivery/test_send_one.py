@@ -22,9 +22,9 @@ from delivery.services.dispatch import messages_enqueue
 from delivery.services.send_one import message_send_one
 from delivery.tasks import send_batch
 from notifier.celery import app as celery_app
+from testkit import processes
 from tests.delivery.conftest import esp_env, ledger_counts
 from tests.factories import email_message, template_version
-from tests.support import processes
 
 Status = EmailMessage.Status
 

@@ -17,7 +17,7 @@ from delivery.providers.http import HttpSettings
 from delivery.providers.mailgun import MailgunProvider
 from delivery.providers.sendgrid import SendGridProvider
 from templates.rendering import compile_version, compile_version_slots, render, render_for_send
-from tests.fakes.mailgun import parse_form
+from testkit.fakes.mailgun import parse_form
 
 SUBJECT = "Digest for {{ name }}"
 HTML = ('<h1 style="color: #333">Hello {{ name }}</h1><p>Your code: <b>{{ code }}</b>. '

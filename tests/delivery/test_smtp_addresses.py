@@ -18,9 +18,9 @@ from delivery.models import EmailMessage
 from delivery.providers.base import Outcome, OutgoingEmail
 from delivery.providers.smtp import SmtpProvider, SmtpSettings
 from delivery.services.sending import message_batch_send
+from testkit.smtp import RecordingSmtpServer
 from tests.delivery.test_smtp_pipelining import PipeliningHandler
 from tests.factories import email_message, template_version
-from tests.support.smtp import RecordingSmtpServer
 
 IDN = "user@bücher.example"
 IDN_ON_WIRE = "user@xn--bcher-kva.example"

@@ -16,8 +16,8 @@ from aiosmtpd.controller import Controller
 
 from delivery.providers.base import Outcome, OutgoingEmail
 from delivery.providers.smtp import SmtpProvider, SmtpSettings, _data_bytes, envelope_for
-from tests.support.ports import free_port
-from tests.support.smtp import (
+from testkit.ports import free_port
+from testkit.smtp import (
     RecordingHandler,
     RecordingSmtpServer,
     assert_arrived_byte_exact,

@@ -4,8 +4,8 @@ import pytest
 
 from delivery.providers.base import Outcome, OutgoingEmail
 from delivery.providers.smtp import SmtpProvider, SmtpSettings, envelope_for
-from tests.support.ports import free_port
-from tests.support.smtp import assert_arrived_byte_exact, campaign_email
+from testkit.ports import free_port
+from testkit.smtp import assert_arrived_byte_exact, campaign_email
 
 
 def _email(message_id: int, recipient: str = "a@example.com") -> OutgoingEmail:

@@ -16,8 +16,8 @@ import pytest
 from delivery.models import EmailMessage
 from delivery.providers import get_provider
 from delivery.services.dispatch import messages_enqueue
+from testkit import processes
 from tests.factories import email_message, template_version
-from tests.support import processes
 
 Status = EmailMessage.Status
 

@@ -16,10 +16,10 @@ from collections import Counter
 import pytest
 import requests
 
-from bench.million_procs import dedicated_redis, wait_redis
-from tests.support import processes
-from tests.support.ports import free_port
-from tests.support.waiting import wait_for
+from testkit import processes
+from testkit.ports import free_port
+from testkit.redis_server import dedicated_redis, wait_redis
+from testkit.waiting import wait_for
 from tests.support.web import post_otp, wait_until_serving
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

@@ -14,8 +14,8 @@ import pytest
 from kombu import Connection
 
 from delivery.models import EmailMessage
-from tests.support import processes
-from tests.support.ports import free_port
+from testkit import processes
+from testkit.ports import free_port
 from tests.support.web import post_otp, wait_until_serving
 
 AMQP_URL = "amqp://guest:guest@127.0.0.1:5672//"

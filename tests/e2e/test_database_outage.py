@@ -26,11 +26,11 @@ import pytest
 import requests
 
 from devtools.embedded import EmbeddedPostgres
+from testkit import processes
+from testkit.ports import free_port
+from testkit.waiting import wait_for
+from testkit.webhook_signing import mailgun_body
 from tests.feedback.samples import mailgun_event_data
-from tests.feedback.signing import mailgun_body
-from tests.support import processes
-from tests.support.ports import free_port
-from tests.support.waiting import wait_for
 from tests.support.web import wait_until_serving
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

@@ -27,8 +27,8 @@ import pytest
 import requests
 
 from devtools.embedded import embedded_postgres, embedded_redis
-from tests.support.ports import free_port
-from tests.support.waiting import wait_for
+from testkit.ports import free_port
+from testkit.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -17,8 +17,8 @@ from bench.cpu_weights import V1_ROOT, V2_ROOT, compose_shares, cpu_cgroups_writ
 from bench.million_day import STAND_IN_SHARES, STAND_INS, Config, run
 from bench.million_procs import COMPOSE_SERVICES
 from bench.million_report import table
-from tests.support import processes
-from tests.support.ports import free_port
+from testkit import processes
+from testkit.ports import free_port
 
 # solo: its P0 SLA is measured with the machine to itself (`make test` runs it after the rest).
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.solo]

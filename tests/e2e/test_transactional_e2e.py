@@ -13,8 +13,8 @@ import pytest
 import requests
 
 from delivery.models import EmailMessage
-from tests.support import processes
-from tests.support.waiting import wait_for as _wait_for
+from testkit import processes
+from testkit.waiting import wait_for as _wait_for
 
 pytestmark = pytest.mark.e2e
 Status = EmailMessage.Status

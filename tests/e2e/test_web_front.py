@@ -1,7 +1,7 @@
 """The web front: slow clients cost it no Python thread, and it stops cleanly on a signal.
 
 With 500 slow connections open the API keeps its latency.
-The web is the Procfile's `web` command (tests/support/processes.py). 500 loopback sockets
+The web is the Procfile's `web` command (testkit/processes.py). 500 loopback sockets
 trickle one byte every 2 s, half of them into their headers, half into a declared body, while an
 open loop drives 50 POST /api/v1/messages per second for 10 s (docs/decisions.md 45). The old
 gunicorn 2 x 4 threads answered not even /healthz within 5 s.
@@ -22,9 +22,9 @@ import pytest
 import requests
 
 from clients.models import ApiClient
+from testkit import processes
+from testkit.ports import free_port
 from tests import factories
-from tests.support import processes
-from tests.support.ports import free_port
 from tests.support.web import post_otp, wait_until_serving
 
 SLOW_CONNECTIONS = 500

@@ -14,8 +14,8 @@ import pytest
 from django.db import connection
 
 from delivery.models import EmailMessage
-from tests.support import processes
-from tests.support.waiting import wait_for
+from testkit import processes
+from testkit.waiting import wait_for
 from tests.support.web import post_otp
 
 pytestmark = pytest.mark.e2e

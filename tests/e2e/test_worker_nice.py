@@ -6,7 +6,7 @@ from __future__ import annotations
 import psutil
 import pytest
 
-from tests.support import processes
+from testkit import processes
 
 pytestmark = pytest.mark.e2e
 

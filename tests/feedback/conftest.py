@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import pytest
 
 from core.redis_client import get_redis, redis_key
+from testkit.webhook_signing import TEST_TOPIC_ARN, SendGridTestSigner, SnsTestSigner
 from tests.feedback import hooks
-from tests.feedback.signing import TEST_TOPIC_ARN, SendGridTestSigner, SnsTestSigner
 
 
 @dataclass

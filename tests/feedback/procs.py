@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tests.support import processes
+from testkit import processes
 
 
 def ops_worker(env: dict[str, str], log_dir: Path, concurrency: int = 2) -> processes.ManagedProcess:

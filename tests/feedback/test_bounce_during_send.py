@@ -16,10 +16,10 @@ from django.utils import timezone
 from audience.models import Suppression
 from delivery.models import EmailMessage
 from delivery.services.dispatch import messages_enqueue
+from testkit import processes
 from tests.feedback import samples
 from tests.feedback.helpers import campaign, sent_messages
 from tests.feedback.procs import ops_worker
-from tests.support import processes
 
 pytestmark = pytest.mark.e2e
 Status = EmailMessage.Status

@@ -18,9 +18,9 @@ import requests
 from delivery.models import EmailMessage
 from feedback.models import WebhookDelivery
 from feedback.services.webhooks import webhook_delivery_process
+from testkit.webhook_signing import mailgun_body
 from tests.feedback import samples
 from tests.feedback.helpers import sent_messages
-from tests.feedback.signing import mailgun_body
 
 pytestmark = pytest.mark.django_db(transaction=True)
 NOW = datetime.now(UTC)

@@ -15,10 +15,10 @@ import requests
 from audience.models import Suppression
 from delivery.models import EmailMessage
 from feedback.models import CampaignEventCounter, EmailEvent, WebhookDelivery
+from testkit.waiting import wait_for as wait_until
 from tests.feedback import samples
 from tests.feedback.helpers import T0, campaign, sent_messages
 from tests.feedback.procs import ops_worker
-from tests.support.waiting import wait_for as wait_until
 
 pytestmark = pytest.mark.e2e
 Status = EmailMessage.Status

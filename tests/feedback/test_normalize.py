@@ -18,7 +18,7 @@ from feedback.normalize import (
     normalize_ses,
 )
 from feedback.verification import SnsVerifier
-from tests.feedback.signing import TEST_TOPIC_ARN, SnsTestSigner
+from testkit.webhook_signing import TEST_TOPIC_ARN, SnsTestSigner
 
 OUR_ID = "0b9c6b3e-4a4e-4c8e-9d7e-2f1f5a1c9e11"
 

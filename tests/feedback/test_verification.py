@@ -23,7 +23,7 @@ from feedback.verification import (
     validate_signing_cert_url,
 )
 from feedback.verification.sendgrid import SIGNATURE_HEADER, TIMESTAMP_HEADER
-from tests.feedback.signing import (
+from testkit.webhook_signing import (
     TEST_TOPIC_ARN,
     SendGridTestSigner,
     SnsTestSigner,

@@ -20,9 +20,9 @@ from audience.models import Suppression
 from delivery.models import EmailMessage
 from feedback.models import EmailEvent, WebhookDelivery
 from feedback.services.webhooks import webhook_delivery_process
+from testkit.webhook_signing import SnsTestSigner, mailgun_body
 from tests.feedback import hooks, samples
 from tests.feedback.helpers import sent_messages
-from tests.feedback.signing import SnsTestSigner, mailgun_body
 
 pytestmark = pytest.mark.django_db(transaction=True)
 NOW = datetime.now(UTC)

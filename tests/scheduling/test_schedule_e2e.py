@@ -16,8 +16,8 @@ from django.utils import timezone
 
 from delivery.models import EmailMessage
 from scheduling import timing
-from tests.support import processes
-from tests.support.waiting import wait_for as _wait_for
+from testkit import processes
+from testkit.waiting import wait_for as _wait_for
 
 pytestmark = pytest.mark.e2e
 Status = EmailMessage.Status

@@ -23,11 +23,11 @@ from core.redis_client import get_redis
 from delivery.models import EmailMessage
 from scheduling.services import due
 from scheduling.services.lock import lock_key
+from testkit import processes
+from testkit.ports import free_port
+from testkit.waiting import wait_for as _wait_for
 from tests import factories
 from tests.scheduling.support import published_ids, schedule_rows, scheduled_rows_insert
-from tests.support import processes
-from tests.support.ports import free_port
-from tests.support.waiting import wait_for as _wait_for
 
 pytestmark = pytest.mark.e2e
 Status = EmailMessage.Status

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import redis
 
-from bench.million_procs import dedicated_redis, wait_redis
 from notifier.celery import app as celery_app
-from tests.support.ports import free_port
+from testkit.ports import free_port
+from testkit.redis_server import dedicated_redis, wait_redis
 
 
 class RestartableBroker:

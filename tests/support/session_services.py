@@ -25,7 +25,7 @@ REDIS_DATABASES = 16  # redis-server's default `databases`
 def pytest_configure(config: pytest.Config) -> None:
     # In-process tests edit client rows directly (last_used_at, expiry) and expect the very next
     # request to see the row: this process verifies every key. The processes tests start keep
-    # the default; tests/api/test_accept_caches.py tests the cache (decision 53).
+    # the default; tests/transactional/test_accept_caches.py tests the cache (decision 53).
     settings.NOTIFIER_API_KEY_CACHE_SECONDS = 0.0
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker:  # the controller started the services

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import requests
 
-from tests.support import processes
+from testkit import processes
 
 
 def web_server(port: int, env: dict[str, str], log_dir: Path, workers: int = 2) -> processes.ManagedProcess:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from tests.fakes.http_base import (
+from testkit.fakes.http_base import (
     Accepted,
     Delivered,
     Endpoint,
@@ -18,7 +18,7 @@ from tests.fakes.http_base import (
     HttpRequest,
     Result,
 )
-from tests.fakes.ledger import Outcome
+from testkit.fakes.ledger import Outcome
 
 MESSAGE_ID_ARG = "notifier_message_id"
 MAX_PERSONALIZATIONS = 1000  # also the cap on to+cc+bcc recipients per request

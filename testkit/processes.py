@@ -1,6 +1,7 @@
-"""Real notifier processes (Celery workers, the scheduler) started by tests as subprocesses.
+"""Real notifier processes (Celery workers, the scheduler, the web server) started as
+subprocesses by the tests and the benchmarks.
 
-They see the test database: the environment passed down names the database pytest-django
+Under pytest they see the test database: the environment passed down names the database pytest-django
 created, so rows a test commits are the rows a worker claims.
 """
 
@@ -20,7 +21,7 @@ from django.db import connection
 
 # The repository root, not settings.BASE_DIR: bench/ starts these processes too, and importing
 # this module must not need Django configured.
-BASE_DIR = Path(__file__).resolve().parents[2]
+BASE_DIR = Path(__file__).resolve().parents[1]
 
 
 def database_url() -> str:

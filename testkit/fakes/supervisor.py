@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from tests.fakes.faults import FaultPlan
+from testkit.fakes.faults import FaultPlan
 
 POLL_SECONDS = 0.01
 

@@ -1,3 +1,5 @@
+"""A free TCP port on 127.0.0.1 for a server a test or a benchmark starts."""
+
 import socket
 
 

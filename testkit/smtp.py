@@ -11,7 +11,7 @@ from aiosmtpd.controller import Controller
 
 from delivery.providers.base import OutgoingEmail
 from delivery.providers.mime import build_mime
-from tests.support.ports import free_port
+from testkit.ports import free_port
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Each fake proven against a real client: requests and boto3 sesv2.
 
-Run without Django: ``pytest -q tests/fakes -p no:django``. Every test is bounded by
+Run without Django: ``pytest -q tests/testkit -p no:django``. Every test is bounded by
 short client timeouts and short fault windows.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.fakes import (
+from testkit.fakes import (
     FakeMailgun,
     FakeSendGrid,
     FakeSES,

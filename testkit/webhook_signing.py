@@ -1,6 +1,6 @@
 """Test helpers: produce requests signed exactly as SNS, SendGrid and Mailgun sign them.
 
-For tests and benchmarks only (generates throwaway keys); production code never imports tests.
+For tests and benchmarks only (generates throwaway keys); production code never imports testkit.
 """
 
 from __future__ import annotations

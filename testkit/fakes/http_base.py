@@ -17,10 +17,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.fakes.context import StartStopContext
-from tests.fakes.faults import Fault, FaultPlan, Mode
-from tests.fakes.ledger import Ledger, Outcome
-from tests.fakes.supervisor import RefusalSupervisor
+from testkit.fakes.context import StartStopContext
+from testkit.fakes.faults import Fault, FaultPlan, Mode
+from testkit.fakes.ledger import Ledger, Outcome
+from testkit.fakes.supervisor import RefusalSupervisor
 
 HOST = "127.0.0.1"
 MAX_BODY_BYTES = 40 * 1024 * 1024  # SES v2 raw messages may be up to 40 MB

@@ -4,16 +4,16 @@ Why a facade: tests import every HTTP fake from one place while each wire format
 lives in its own small module.
 """
 
-from tests.fakes.http_base import (
+from testkit.fakes.http_base import (
     Accepted,
     FakeHTTPServer,
     HttpReply,
     HttpRequest,
     Result,
 )
-from tests.fakes.mailgun import FakeMailgun
-from tests.fakes.sendgrid import FakeSendGrid
-from tests.fakes.ses import FakeSES
+from testkit.fakes.mailgun import FakeMailgun
+from testkit.fakes.sendgrid import FakeSendGrid
+from testkit.fakes.ses import FakeSES
 
 __all__ = [
     "Accepted",

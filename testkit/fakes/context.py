@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Self
 
-from tests.fakes.supervisor import RefusalSupervisor
+from testkit.fakes.supervisor import RefusalSupervisor
 
 
 class StartStopContext:

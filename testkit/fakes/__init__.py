@@ -1,6 +1,6 @@
 """Local stand-ins for the outside world: fake HTTP ESPs, a ledger, faults.
 
-The SMTP stand-in the tests use is tests/support/smtp.py (`RecordingSmtpServer`, the
+The SMTP stand-in the tests use is testkit/smtp.py (`RecordingSmtpServer`, the
 `smtp_server` fixture); `devtools/smtp_sink.py` is the product's development sink.
 
 Typical use::
@@ -11,9 +11,9 @@ Typical use::
         assert not sg.ledger.duplicates()
 """
 
-from tests.fakes.faults import Fault, FaultPlan, Mode
-from tests.fakes.http_esp import FakeHTTPServer, FakeMailgun, FakeSendGrid, FakeSES
-from tests.fakes.ledger import Ledger, LedgerEntry, Outcome
+from testkit.fakes.faults import Fault, FaultPlan, Mode
+from testkit.fakes.http_esp import FakeHTTPServer, FakeMailgun, FakeSendGrid, FakeSES
+from testkit.fakes.ledger import Ledger, LedgerEntry, Outcome
 
 __all__ = [
     "FakeHTTPServer",

@@ -18,7 +18,7 @@ from email.utils import getaddresses
 from typing import Any
 from urllib.parse import parse_qs
 
-from tests.fakes.http_base import (
+from testkit.fakes.http_base import (
     Accepted,
     Delivered,
     Endpoint,
@@ -27,7 +27,7 @@ from tests.fakes.http_base import (
     HttpRequest,
     Result,
 )
-from tests.fakes.ledger import Outcome
+from testkit.fakes.ledger import Outcome
 
 MESSAGE_ID_VAR = "v:notifier_message_id"
 MESSAGE_ID_HEADER = "h:X-Notifier-Message-Id"  # fallback when no v: variable is sent

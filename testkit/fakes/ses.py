@@ -18,7 +18,7 @@ from email.parser import BytesHeaderParser
 from email.utils import getaddresses
 from typing import Any
 
-from tests.fakes.http_base import (
+from testkit.fakes.http_base import (
     Accepted,
     Endpoint,
     FakeHTTPServer,
@@ -26,7 +26,7 @@ from tests.fakes.http_base import (
     HttpRequest,
     Result,
 )
-from tests.fakes.ledger import Outcome
+from testkit.fakes.ledger import Outcome
 
 MESSAGE_ID_TAG = "notifier_message_id"
 MESSAGE_ID_HEADER = "X-Notifier-Message-Id"

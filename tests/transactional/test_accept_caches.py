@@ -19,9 +19,9 @@ from clients.services import api_client_revoke
 from delivery.models import EmailMessage
 from feedback.models import ReputationHold
 from templates.services import template_update
+from testkit import processes
+from testkit.ports import free_port
 from tests import factories
-from tests.support import processes
-from tests.support.ports import free_port
 from tests.support.web import post_otp, wait_until_serving
 
 pytestmark = [pytest.mark.e2e]

@@ -16,8 +16,8 @@ from playwright.sync_api import sync_playwright
 from campaigns.models import Campaign
 from delivery.models import EmailMessage
 from delivery.services.dispatch import messages_enqueue
+from testkit import processes
 from tests.feedback.helpers import campaign
-from tests.support import processes
 from tests.support.browser import CHROMIUM_ARGS, chromium_executable
 
 pytestmark = pytest.mark.e2e
