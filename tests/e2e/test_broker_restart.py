@@ -9,7 +9,6 @@ And it reconnects within a fraction of a second of the broker's return (core/wor
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
 
@@ -20,6 +19,7 @@ from testkit import processes
 from testkit.ports import free_port
 from testkit.redis_server import dedicated_redis, wait_redis
 from testkit.waiting import wait_for
+from tests.support.streams import Stream
 from tests.support.web import post_otp, wait_until_serving
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -39,40 +39,18 @@ def broker(broker_port, tmp_path):
     server.kill_group()
 
 
-class OtpStream:
-    """POST an OTP every `interval` s from a thread; 503s (broker down) are retried like a client
-    would, so every accepted id must arrive exactly once."""
+def _otp_stream(port: int, key: str, accepted: list[int]) -> Stream:
+    """An OTP every 0.03 s; 503s (broker down) are retried like a client would, so every
+    accepted id must arrive exactly once."""
+    session = requests.Session()
 
-    def __init__(self, port: int, key: str, interval: float = 0.03) -> None:
-        self.port, self.key, self.interval = port, key, interval
-        self.accepted: list[int] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+    def send(n: int) -> requests.Response:
+        response = post_otp(f"http://127.0.0.1:{port}", key, n, session, idempotency_key=f"otp-{n}")
+        if response.status_code == 202:
+            accepted.append(response.json()["id"])
+        return response
 
-    def _post(self, session: requests.Session, n: int) -> None:
-        for _ in range(50):
-            response = post_otp(f"http://127.0.0.1:{self.port}", self.key, n, session,
-                                idempotency_key=f"otp-{n}")
-            if response.status_code == 202:
-                self.accepted.append(response.json()["id"])
-                return
-            assert response.status_code == 503, response.text
-            time.sleep(0.2)
-
-    def _run(self) -> None:
-        session, n = requests.Session(), 0
-        while not self._stop.is_set() and n < 2000:
-            self._post(session, n)
-            n += 1
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> OtpStream:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
+    return Stream(send, interval=0.03, limit=2000, tries=50)
 
 
 def test_worker_survives_redis_broker_restarts_under_load(broker, broker_port, process_env, api_key,
@@ -85,7 +63,8 @@ def test_worker_survives_redis_broker_restarts_under_load(broker, broker_port, p
     spawn(processes.scheduler(env, tmp_path))  # re-publishes what the restarts lost
     wait_until_serving(port)
     worker.wait_for_log("ready.")
-    with OtpStream(port, key) as stream:
+    accepted: list[int] = []
+    with _otp_stream(port, key, accepted) as stream:
         for _ in range(3):
             time.sleep(3)
             broker.kill_group()
@@ -99,7 +78,8 @@ def test_worker_survives_redis_broker_restarts_under_load(broker, broker_port, p
     # prints intervals under a second as "now"), not kombu's 2 s, 4 s, ...
     assert "Cannot connect" in worker.log() and "Trying again now" in worker.log(), worker.log()[-4000:]
     assert "Trying again in 2.00 seconds" not in worker.log()
-    expected = set(map(str, stream.accepted))
+    assert stream.errors == []  # 503 while the broker is down, never a 500
+    expected = set(map(str, accepted))
     assert len(expected) > 100
     assert wait_for(lambda: expected <= set(smtp_server.handler.ids()), timeout=40)
     time.sleep(0.5)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections import Counter
@@ -31,6 +30,7 @@ from testkit.ports import free_port
 from testkit.waiting import wait_for
 from testkit.webhook_signing import mailgun_body
 from tests.feedback.samples import mailgun_event_data
+from tests.support.streams import Stream
 from tests.support.web import wait_until_serving
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -40,7 +40,6 @@ CRASH_AFTER_SENT = 400  # campaign messages at the SMTP server when the database
 DOWN_SECONDS = 12
 COMPLETE_WITHIN_SECONDS = 120
 MAILGUN_KEY = "outage-test-mailgun-signing-key"
-UNAVAILABLE = (502, 503, 504)
 
 
 @pytest.fixture
@@ -107,50 +106,6 @@ class Stack:
                 return cursor.fetchall()
         finally:
             connection.close()
-
-
-class Stream:
-    """Call `send(n)` every `interval` s from a thread until stopped (at most `limit` calls);
-    a 5xx that says "unavailable" is retried as a client or an ESP would, with the same request,
-    so every accepted call must be accounted for."""
-
-    def __init__(self, send: Callable[[int], requests.Response | None], interval: float,
-                 limit: int = 5000) -> None:
-        self.send, self.interval, self.limit = send, interval, limit
-        self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _one(self, n: int) -> None:
-        for _ in range(300):
-            try:
-                response = self.send(n)
-            except requests.RequestException as exc:
-                error = repr(exc)
-            else:
-                if response is None or response.status_code < 300:  # None: nothing to send yet
-                    return
-                error = f"{response.status_code} {response.text[:200]}"
-                if response.status_code not in UNAVAILABLE:
-                    self.errors.append(error)  # never a 500, never a refusal
-                    return
-            self._stop.wait(0.2)
-        self.errors.append(f"call {n} never accepted: {error}")
-
-    def _run(self) -> None:
-        n = 0
-        while not self._stop.is_set() and n < self.limit:
-            self._one(n)
-            n += 1
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> Stream:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=90)
 
 
 def _otp_stream(stack: Stack, accepted: list[int]) -> Stream:

@@ -57,6 +57,10 @@ def _use_worker_redis_database(index: int) -> None:
     if settings.CELERY_BROKER_URL.startswith(("redis://", "redis+socket://", "unix://")):
         settings.CELERY_BROKER_URL = with_redis_database(settings.CELERY_BROKER_URL, database)
     app.conf.broker_url = settings.CELERY_BROKER_URL
+    if "CELERY_BROKER_URL" in os.environ:
+        # Celery prefers the environment's URL to app.conf's: without this, an exported
+        # CELERY_BROKER_URL put every xdist worker's tasks on one database.
+        os.environ["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL
     get_redis.cache_clear()
 
 
