@@ -35,8 +35,8 @@ from tests.support.web import wait_until_serving
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-RECIPIENTS = 2000
-CRASH_AFTER_SENT = 400  # campaign messages at the SMTP server when the database goes away
+RECIPIENTS = 1200
+CRASH_AFTER_SENT = 300  # campaign messages at the SMTP server when the database goes away
 DOWN_SECONDS = 12
 COMPLETE_WITHIN_SECONDS = 120
 MAILGUN_KEY = "outage-test-mailgun-signing-key"
