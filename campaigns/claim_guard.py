@@ -3,7 +3,7 @@
 `delivery/services/ledger/send_path.py::messages_claim` appends `CAMPAIGN_CLAIM_GUARD`, so a worker never
 claims a row of a paused or cancelled campaign: pause and cancel take effect at the next claim
 (within a batch's time), with no check in the worker code. The task that finds nothing to claim
-simply ends; resume re-publishes the rows (campaigns/services/fanout.py). `CAMPAIGN_OPEN_GUARD`
+simply ends; resume re-publishes the rows (campaigns/services/fanout/republish.py). `CAMPAIGN_OPEN_GUARD`
 is the same kind of hook for putting a FAILED row back after a provider fault.
 """
 
