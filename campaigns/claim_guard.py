@@ -1,9 +1,9 @@
 """The campaigns hook in the send path: a condition the claim UPDATE adds to its WHERE clause.
 
-`delivery/services/ledger.py::messages_claim` appends `CAMPAIGN_CLAIM_GUARD`, so a worker never
+`delivery/services/ledger/send_path.py::messages_claim` appends `CAMPAIGN_CLAIM_GUARD`, so a worker never
 claims a row of a paused or cancelled campaign: pause and cancel take effect at the next claim
 (within a batch's time), with no check in the worker code. The task that finds nothing to claim
-simply ends; resume re-publishes the rows (campaigns/services/fanout.py). `CAMPAIGN_OPEN_GUARD`
+simply ends; resume re-publishes the rows (campaigns/services/fanout/republish.py). `CAMPAIGN_OPEN_GUARD`
 is the same kind of hook for putting a FAILED row back after a provider fault.
 """
 
@@ -27,7 +27,7 @@ CAMPAIGN_CLAIM_GUARD = (
 
 # A finished campaign's row stays as it ended: only rows of no campaign or of one still under
 # way (a PAUSED one's QUEUED rows wait for resume) may go back to QUEUED
-# (delivery/services/ledger.py::failed_messages_requeue, after a provider fault).
+# (delivery/services/ledger/requeues.py::failed_messages_requeue, after a provider fault).
 _OPEN = ", ".join(f"'{s}'" for s in (Campaign.Status.QUEUED, Campaign.Status.SENDING, Campaign.Status.PAUSED))
 CAMPAIGN_OPEN_GUARD = (
     "(delivery_emailmessage.campaign_id IS NULL OR EXISTS (SELECT 1 FROM "

@@ -5,8 +5,8 @@ row may be claimed, or what headers a message carries, registers that rule here 
 `AppConfig.ready()` (campaigns does: pause/cancel and one-click unsubscribe). Every process
 loads every installed app before it sends, so a worker always has the same rules as the web.
 
-- claim guards: SQL conditions ANDed into the claim UPDATE (delivery/services/ledger.py
-  `messages_claim`), written against the message table by its full name;
+- claim guards: SQL conditions ANDed into the claim UPDATE (delivery/services/ledger/
+  send_path.py `messages_claim`), written against the message table by its full name;
 - requeue guards: the same for putting a FAILED row back to QUEUED after a provider fault
   (`failed_messages_requeue`);
 - header providers: `f(message) -> {header: value}` merged into each outgoing message
@@ -21,8 +21,8 @@ from typing import Protocol
 
 class SendableMessage(Protocol):
     """What the send path knows of a message when it renders it and asks for its headers: an
-    `EmailMessage`, or the plain values a batch reads (delivery/services/ledger.py
-    `ClaimedMessage`), so no model instance is built per message."""
+    `EmailMessage`, or the plain values a batch reads (delivery/services/ledger/
+    send_reads.py `ClaimedMessage`), so no model instance is built per message."""
 
     @property
     def id(self) -> int: ...

@@ -159,7 +159,7 @@ NOTIFIER_AMBIGUOUS_AFTER_SECONDS = env.int("NOTIFIER_AMBIGUOUS_AFTER_SECONDS", d
 NOTIFIER_REQUEUE_AFTER_SECONDS = env.int("NOTIFIER_REQUEUE_AFTER_SECONDS", default=120)
 # Ledger writes that cannot cause a second send if lost in a PostgreSQL crash (claim, SENT mark,
 # attempt rows) commit without waiting for the WAL flush; the hand-off mark always waits
-# (delivery/services/ledger.py `without_flush_wait`, docs/decisions.md 32).
+# (delivery/services/ledger/sql.py `without_flush_wait`, docs/decisions.md 32).
 NOTIFIER_LEDGER_ASYNC_COMMIT = env.bool("NOTIFIER_LEDGER_ASYNC_COMMIT", default=True)
 # A P0/P1 task of one message takes the single-message path (delivery/services/send_one.py:
 # three statements instead of about eight, docs/decisions.md 54); false sends it as a batch.

@@ -4,7 +4,7 @@ Status is derived from the *set* of first occurrences per message (MessageEventM
 
     SENT < DELIVERED < OPENED < CLICKED < BOUNCED (hard) < COMPLAINED < FAILED (dropped)
 
-The ledger applies the whole batch in one guarded UPDATE (delivery/services/ledger.py
+The ledger applies the whole batch in one guarded UPDATE (delivery/services/ledger/reported.py
 `reported_statuses_apply`) that only moves a status up the ranks, so arrival order does not
 matter, a repeated event changes nothing, and a hard bounce or complaint is never undone by a
 later open or delivery. A drop (the ESP accepted the message, then never attempted it) ranks

@@ -1,0 +1,67 @@
+"""Rows that leave FAILED or AMBIGUOUS: a provider fault's rows and an operator's dead letter
+back to QUEUED, and what a reconciliation finds (the ESP never accepted it: QUEUED; it did:
+SENT). Changes made from outside the send path, each naming the states it may move from."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.db import connection
+from django.db.models import Q
+from django.utils import timezone
+
+from delivery.extensions import requeue_guard_sql
+from delivery.models import EmailMessage
+from delivery.services.ledger.sql import TABLE, Status, placeholders
+
+
+def failed_messages_requeue(*, message_ids: Sequence[int], error: str) -> list[tuple[int, int]]:
+    """FAILED -> QUEUED for rows a provider fault failed (delivery/services/provider_faults.py).
+
+    Only rows no provider ever accepted (no provider message id, no sent_at): sending one of
+    those again cannot deliver it twice. The attempt it used stays counted. [(id, priority)].
+    """
+    if not message_ids:
+        return []
+    sql = (
+        f"UPDATE {TABLE} SET status = %s, claim_token = '', claimed_at = NULL, "
+        f"send_started_at = NULL, error = %s WHERE id IN ({placeholders(message_ids)}) "
+        f"AND status = %s AND provider_message_id = '' AND sent_at IS NULL "
+        f"AND {requeue_guard_sql()} RETURNING id, priority"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [Status.QUEUED, error[:2000], *message_ids, Status.FAILED])
+        return [(row[0], row[1]) for row in cursor.fetchall()]
+
+
+def _requeue_one(message_id: int, *, expected: str, error: str, **extra: object) -> int | None:
+    """`expected` -> QUEUED with a fresh claim state; the row's priority, or None if it was not
+    in `expected` (someone else moved it first)."""
+    rows = EmailMessage.objects.filter(id=message_id, status=expected)
+    changed = rows.update(status=Status.QUEUED, claim_token="", claimed_at=None,
+                          send_started_at=None, error=error[:2000], **extra)
+    if not changed:
+        return None
+    return EmailMessage.objects.values_list("priority", flat=True).get(id=message_id)
+
+
+def failed_message_requeue(*, message_id: int, error: str) -> int | None:
+    """FAILED -> QUEUED with its attempts reset (an operator requeues a dead letter)."""
+    return _requeue_one(message_id, expected=Status.FAILED, error=error, attempts=0)
+
+
+def ambiguous_message_requeue(*, message_id: int, error: str) -> int | None:
+    """AMBIGUOUS -> QUEUED: reconciliation found the ESP never accepted it."""
+    return _requeue_one(message_id, expected=Status.AMBIGUOUS, error=error)
+
+
+def handed_over_message_mark_sent(
+    *, message_id: int, provider: str, provider_message_id: str, error: str
+) -> bool:
+    """AMBIGUOUS, or SENDING after the hand-off -> SENT: reconciliation found the ESP accepted it."""
+    handed_over = Q(status=Status.AMBIGUOUS) | Q(status=Status.SENDING, send_started_at__isnull=False)
+    fields: dict[str, object] = {"status": Status.SENT, "provider": provider,
+                                 "sent_at": timezone.now(), "error": error}
+    if provider_message_id:
+        fields["provider_message_id"] = provider_message_id
+    return bool(EmailMessage.objects.filter(handed_over, id=message_id).update(**fields))

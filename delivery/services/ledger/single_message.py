@@ -1,0 +1,77 @@
+"""The single-message fast path (delivery/services/send_one.py, docs/decisions.md 54): the
+batch path's guarded moves, each folded with the reads or writes that always go with it for one
+message, so an OTP costs three statements instead of about eight, each a prepared statement."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import connection
+from django.utils import timezone
+
+from audience.selectors import email_is_suppressed_sql
+from delivery.providers.base import Outcome, SendResult
+from delivery.services.ledger.attempts import attempts_insert_sql
+from delivery.services.ledger.prepared import execute_prepared
+from delivery.services.ledger.send_reads import (
+    CONTACT_GONE,
+    ClaimedMessage,
+    claim_cte,
+    claimed_message,
+    send_rows_sql,
+)
+from delivery.services.ledger.sql import NOT_STARTED_OR_AT, QUEUED_OR_MINE, TABLE, Status
+
+
+def message_claim_for_send(*, message_id: int, token: str) -> ClaimedMessage | None:
+    """`messages_claim` for one row (send_one's lean path), returning the row as a send reads
+    it, in one statement; this very task redelivered before its hand-off re-takes its row (one
+    row is never split). `suppressed` also says its campaign contact was deleted."""
+    suppressed = f"({email_is_suppressed_sql(f'lower({TABLE}.recipient)')} OR {CONTACT_GONE})"
+    sql = claim_cte(f"id = %s AND {QUEUED_OR_MINE}") + send_rows_sql("claimed", suppressed=suppressed)
+    params = [Status.SENDING, token, timezone.now(), message_id, Status.QUEUED, Status.SENDING, token]
+    with connection.cursor() as cursor:
+        execute_prepared(cursor, "send_one_claim", sql, params, flush_wait=False)
+        row = cursor.fetchone()
+    return claimed_message(row) if row is not None else None
+
+
+def message_mark_sent_with_attempt(
+    *, message_id: int, token: str, provider: str, provider_message_id: str, response_code: str,
+    duration_ms: int,
+) -> bool:
+    """SENDING (or AMBIGUOUS under this claim) -> SENT and its accepted attempt row, in one
+    statement (a data-modifying CTE), committed synchronously like `messages_mark_sent`
+    (decision 82). The attempt row is written only with the SENT mark, so running it again after
+    a lost answer writes nothing twice."""
+    now = timezone.now()
+    accepted = SendResult(message_id, Outcome.ACCEPTED, provider_message_id=provider_message_id,
+                          response_code=response_code, duration_ms=duration_ms)
+    attempt, attempt_params = attempts_insert_sql(provider=provider, results=[accepted], at=now,
+                                                  only_if="EXISTS (SELECT 1 FROM sent)")
+    sql = (
+        f"WITH sent AS (UPDATE {TABLE} SET status = %s, sent_at = %s, provider = %s, "
+        f"provider_message_id = %s, error = '' WHERE id = %s AND (status || '') IN (%s, %s) "
+        f"AND claim_token = %s RETURNING id) "
+        f"{attempt} RETURNING message_id"
+    )
+    params = [Status.SENT, now, provider, provider_message_id, message_id, Status.SENDING,
+              Status.AMBIGUOUS, token, *attempt_params]
+    with connection.cursor() as cursor:
+        execute_prepared(cursor, "send_one_sent", sql, params, flush_wait=True)
+        return cursor.fetchone() is not None
+
+
+def message_mark_started(*, message_id: int, token: str, started_at: datetime | None = None) -> bool:
+    """`messages_mark_started` for one row: the hand-off mark, committed synchronously (the one
+    write exactly-once rests on: decisions 31-32); True if this task may send it. Idempotent
+    for the same `started_at`, as `messages_mark_started`."""
+    sql = (
+        f"UPDATE {TABLE} SET send_started_at = %s WHERE id = %s AND status = %s "
+        f"AND claim_token = %s AND {NOT_STARTED_OR_AT} RETURNING id"
+    )
+    started_at = started_at or timezone.now()
+    with connection.cursor() as cursor:
+        execute_prepared(cursor, "send_one_started", sql,
+                          [started_at, message_id, Status.SENDING, token, started_at], flush_wait=True)
+        return cursor.fetchone() is not None
