@@ -77,6 +77,7 @@ def test_an_answer_held_through_a_long_outage_settles_the_row_the_recovery_held_
     assert ledger.messages_mark_sent(provider_ids={ids[1]: "p-2"}, provider="smtp", token="task") == 0
 
 
+@pytest.mark.django_db(transaction=True)  # outside a transaction: the prepared statement the pool runs
 def test_the_one_row_sent_mark_run_again_writes_one_attempt_row():
     [pk] = _messages(1, priority=0)
     ledger.message_claim_for_send(message_id=pk, token="otp")

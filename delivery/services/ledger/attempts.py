@@ -20,6 +20,7 @@ from delivery.services.ledger.sql import without_flush_wait
 
 ATTEMPT_TABLE = DeliveryAttempt._meta.db_table
 _COLUMNS = "message_id, provider, outcome, response_code, error, duration_ms, created_at"
+_TYPED_ROW = "(%s::bigint, %s::varchar, %s::varchar, %s::varchar, %s::text, %s::integer, %s::timestamptz)"
 
 
 def attempts_insert_sql(
@@ -28,14 +29,17 @@ def attempts_insert_sql(
     """(sql, params) of the INSERT of one attempt row per result, made with `provider` at `at`:
     a statement of its own, or the main statement after another's data-modifying CTE.
     `only_if`: SQL that must hold for the rows to be written (e.g. that the CTE changed a row)."""
-    rows = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(results))
     params: list[object] = []
     for result in results:
         params += [result.message_id, provider, result.outcome.value, result.response_code,
                    result.error[:2000], result.duration_ms, at]
     if only_if:
+        # A VALUES list in a subquery takes no types from the columns it fills: as a prepared
+        # statement's parameters they would all be text. Each is cast to its column's type.
+        rows = ", ".join([_TYPED_ROW] * len(results))
         return (f"INSERT INTO {ATTEMPT_TABLE} ({_COLUMNS}) SELECT * FROM (VALUES {rows}) AS v "
                 f"WHERE {only_if}"), params
+    rows = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(results))
     return f"INSERT INTO {ATTEMPT_TABLE} ({_COLUMNS}) VALUES {rows}", params
 
 
