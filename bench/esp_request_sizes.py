@@ -22,8 +22,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifier.settings")
 
 from delivery.providers.base import Outcome, OutgoingEmail
 from delivery.providers.http import HttpSettings
-from delivery.providers.mailgun import MailgunProvider, message_form
-from delivery.providers.sendgrid import SendGridProvider, mail_send_body
+from delivery.providers.mailgun.provider import MailgunProvider, message_form
+from delivery.providers.sendgrid.provider import SendGridProvider, mail_send_body
 from testkit.fakes import FakeMailgun, FakeSendGrid
 
 FILLER = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 290  # ~16.8 KB

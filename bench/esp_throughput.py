@@ -71,9 +71,9 @@ def _slot_emails(n: int, filler: int) -> list[OutgoingEmail]:
 def _provider(name: str, url: str):
     settings = HttpSettings(api_key="bench", base_url=url, domain="mg.example.org", read_timeout=60)
     if name == "sendgrid":
-        from delivery.providers.sendgrid import SendGridProvider
+        from delivery.providers.sendgrid.provider import SendGridProvider
         return SendGridProvider(settings)
-    from delivery.providers.mailgun import MailgunProvider
+    from delivery.providers.mailgun.provider import MailgunProvider
     return MailgunProvider(settings)
 
 

@@ -34,6 +34,7 @@ harness.django_setup()
 from bench.owner import bench_client  # noqa: E402
 from campaigns.models import Campaign  # noqa: E402
 from delivery.models import EmailMessage  # noqa: E402
+from delivery.providers.base import MESSAGE_ID_KEY  # noqa: E402
 from feedback.models import WebhookDelivery  # noqa: E402
 from templates.services import template_create  # noqa: E402
 from testkit.ports import free_port  # noqa: E402
@@ -68,7 +69,7 @@ def sendgrid_bodies(messages, events: int, batch: int, signer) -> list[tuple[byt
         message_id, recipient = rng.choice(messages)
         kind = rng.choices(KINDS, WEIGHTS)[0]
         items.append({"email": recipient, "timestamp": now, "event": kind, "sg_event_id": uuid.uuid4().hex,
-                      "sg_message_id": f"x{n}.filter0001", "notifier_message_id": str(message_id),
+                      "sg_message_id": f"x{n}.filter0001", MESSAGE_ID_KEY: str(message_id),
                       **({"type": "bounce"} if kind == "bounce" else {})})
     bodies = []
     for start in range(0, events, batch):
@@ -84,7 +85,7 @@ def mailgun_bodies(messages, events: int, key: str) -> list[tuple[bytes, dict[st
         message_id, recipient = rng.choice(messages)
         kind = MG_KINDS[rng.choices(KINDS, WEIGHTS)[0]]
         data = {"id": uuid.uuid4().hex, "timestamp": time.time(), "event": kind, "recipient": recipient,
-                "severity": "permanent", "user-variables": {"notifier_message_id": str(message_id)}}
+                "severity": "permanent", "user-variables": {MESSAGE_ID_KEY: str(message_id)}}
         bodies.append((mailgun_body(key, data), {"Content-Type": "application/json"}))
     return bodies
 

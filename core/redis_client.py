@@ -53,7 +53,7 @@ a new family is added here in the same commit (tests/test_docs_truth.py reads ev
     notifier:feedback:reputation-check:<kind>:<id>      string, SET NX with TTL: throttles the
                                                         reputation check (feedback/services/reputation.py)
     notifier:webhooks:mailgun-token:<token>             string, SET NX with TTL: Mailgun replay
-                                                        guard (feedback/webhooks/config.py)
+                                                        guard (delivery/providers/mailgun/webhook.py)
 
 Not under the prefix: when Redis is the Celery broker, kombu's own keys (one list per queue,
 `unacked`, `_kombu.binding.*`) in the broker's database.

@@ -328,10 +328,10 @@ FEEDBACK_SNS_MAX_AGE_SECONDS = env.int("FEEDBACK_SNS_MAX_AGE_SECONDS", default=3
 # Dotted paths to zero-argument factories, so tests can pin certificates and record fetches
 # instead of talking to AWS. Production: HTTPS fetch from allowlisted SNS hosts only.
 FEEDBACK_SNS_CERTIFICATE_STORE = env.str(
-    "FEEDBACK_SNS_CERTIFICATE_STORE", default="feedback.webhooks.config.https_certificate_store"
+    "FEEDBACK_SNS_CERTIFICATE_STORE", default="delivery.providers.ses.webhook.https_certificate_store"
 )
 FEEDBACK_SNS_CONFIRMER = env.str(
-    "FEEDBACK_SNS_CONFIRMER", default="feedback.webhooks.config.https_subscription_confirmer"
+    "FEEDBACK_SNS_CONFIRMER", default="delivery.providers.ses.webhook.https_subscription_confirmer"
 )
 FEEDBACK_SENDGRID_PUBLIC_KEY = env.str("FEEDBACK_SENDGRID_PUBLIC_KEY", default="")
 FEEDBACK_SENDGRID_TOLERANCE_SECONDS = env.int("FEEDBACK_SENDGRID_TOLERANCE_SECONDS", default=300)

@@ -21,9 +21,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.x509.oid import NameOID
 
-from feedback.verification.sendgrid import SIGNATURE_HEADER, TIMESTAMP_HEADER
-from feedback.verification.sns import NOTIFICATION, SUBSCRIPTION_CONFIRMATION, sns_string_to_sign
-from feedback.verification.sns_certs import StaticCertificateStore
+from delivery.providers.sendgrid.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER
+from delivery.providers.ses.sns import NOTIFICATION, SUBSCRIPTION_CONFIRMATION, sns_string_to_sign
+from delivery.providers.ses.sns_certs import StaticCertificateStore
 
 TEST_REGION = "us-east-1"
 TEST_TOPIC_ARN = f"arn:aws:sns:{TEST_REGION}:123456789012:notifier-ses-events"

@@ -23,7 +23,7 @@ from bench.rows import contacts_insert, scheduled_messages_insert
 from delivery.models import EmailMessage
 from delivery.providers.base import Outcome, OutgoingEmail
 from delivery.providers.http import HttpSettings
-from delivery.providers.sendgrid import SendGridProvider
+from delivery.providers.sendgrid.provider import SendGridProvider
 from testkit.processes import ManagedProcess
 
 

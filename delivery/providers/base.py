@@ -14,12 +14,21 @@ classifies every outcome, because the caller's next move depends on it:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from django.db import models
 
 from templates.slots import SlotFill
+
+if TYPE_CHECKING:
+    from delivery.providers.webhooks import EspWebhook
+
+# The name under which every ESP carries our message id (SendGrid custom arg, Mailgun `v:`
+# variable, SES message tag), so each of its events names our message. The one definition: each
+# ESP's send code sets it and its webhook normaliser reads it back.
+MESSAGE_ID_KEY = "notifier_message_id"
 
 
 class Outcome(models.TextChoices):
@@ -83,6 +92,19 @@ class Provider(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook; most providers hold nothing
         """Release pooled connections (called at worker shutdown)."""
+
+
+@dataclass(frozen=True)
+class Esp:
+    """Everything the rest of the code knows an ESP by: one entry in `ESPS` (providers/__init__.py).
+
+    Both callables import their module when called, so a process imports boto3 only when it
+    sends through SES, and the webhook verifiers' crypto only where webhooks are taken.
+    """
+
+    name: str
+    build_provider: Callable[[], Provider]  # from settings
+    webhook: Callable[[], EspWebhook] | None  # None: the ESP reports no events to us (SMTP)
 
 
 def results_for_error(emails: Sequence[OutgoingEmail], error: ProviderError) -> list[SendResult]:

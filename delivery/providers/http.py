@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 
 import requests
+from django.conf import settings as django_settings
 from requests.adapters import HTTPAdapter
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 
@@ -46,6 +47,19 @@ class HttpSettings:
     domain: str = ""  # Mailgun only
     # The ESP's documented request size limit (NOTIFIER_SENDGRID_/MAILGUN_MAX_REQUEST_BYTES); 0: none.
     max_request_bytes: int = 0
+
+
+def http_settings(api_key: str, base_url: str, max_request_bytes: int, domain: str = "") -> HttpSettings:
+    """An HTTP ESP's settings with the timeouts and pool size every ESP shares (ESP_* settings)."""
+    return HttpSettings(
+        api_key=api_key,
+        base_url=base_url,
+        connect_timeout=django_settings.ESP_CONNECT_TIMEOUT_SECONDS,
+        read_timeout=django_settings.ESP_READ_TIMEOUT_SECONDS,
+        pool_size=django_settings.ESP_POOL_SIZE,
+        domain=domain,
+        max_request_bytes=max_request_bytes,
+    )
 
 
 @dataclass(frozen=True)

@@ -38,9 +38,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from django.conf import settings as django_settings
+
 from core.addresses import AddressError
 from delivery.providers.addresses import mailbox
 from delivery.providers.base import (
+    Esp,
     Outcome,
     OutgoingEmail,
     Provider,
@@ -313,3 +316,20 @@ class SmtpProvider(Provider):
         if code != 250:
             return _outcome_for_code(code), str(code), reply.decode(errors="replace")
         return Outcome.ACCEPTED, str(code), ""
+
+
+def build_provider() -> Provider:
+    return SmtpProvider(
+        SmtpSettings(
+            host=django_settings.SMTP_HOST,
+            port=django_settings.SMTP_PORT,
+            user=django_settings.SMTP_USER,
+            password=django_settings.SMTP_PASSWORD,
+            starttls=django_settings.SMTP_STARTTLS,
+            timeout_seconds=django_settings.SMTP_TIMEOUT_SECONDS,
+        )
+    )
+
+
+# Plain SMTP has no event webhook: what it tells us is the reply to each transaction.
+ESP = Esp(name="smtp", build_provider=build_provider, webhook=None)

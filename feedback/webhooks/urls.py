@@ -1,9 +1,10 @@
 from django.urls import path
 
-from feedback.webhooks.views import mailgun_webhook, sendgrid_webhook, ses_webhook
+from delivery.providers import esps_with_webhooks
+from feedback.webhooks.views import esp_webhook
 
+# /webhooks/<esp>/ for every ESP in the registry that reports events (names: webhook-<esp>).
 urlpatterns = [
-    path("webhooks/ses/", ses_webhook, name="webhook-ses"),
-    path("webhooks/sendgrid/", sendgrid_webhook, name="webhook-sendgrid"),
-    path("webhooks/mailgun/", mailgun_webhook, name="webhook-mailgun"),
+    path(f"webhooks/{name}/", esp_webhook, {"esp": name}, name=f"webhook-{name}")
+    for name in esps_with_webhooks()
 ]

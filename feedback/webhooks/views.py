@@ -4,6 +4,9 @@
     POST /webhooks/sendgrid/  SendGrid Signed Event Webhook (JSON array, ECDSA headers)
     POST /webhooks/mailgun/   Mailgun JSON webhooks (HMAC signature block, token replay guard)
 
+One view serves them all: what differs per ESP (its verifier, what a payload is, what to undo
+when storing fails) is its `EspWebhook` (delivery/providers/<esp>/webhook.py).
+
 Nothing is written before verification passes: a forged, tampered, stale or replayed request
 gets a 4xx and changes nothing. If storing fails we answer 503 so the ESP retries (SNS, SendGrid
 and Mailgun all retry non-2xx answers). No API key: the signature is the authentication.
@@ -13,18 +16,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from django.db import DatabaseError
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from core.redis_client import get_redis, redis_key
+from delivery.providers.webhooks import (
+    NOTIFICATION,
+    SUBSCRIPTION_CONFIRMATION,
+    EspWebhook,
+    Reason,
+    WebhookNotConfiguredError,
+    WebhookVerificationError,
+)
 from feedback.services.drain import webhook_task_schedule
 from feedback.services.webhooks import webhook_delivery_store
-from feedback.verification import Reason, WebhookVerificationError
-from feedback.verification.sendgrid import SIGNATURE_HEADER, TIMESTAMP_HEADER
-from feedback.verification.sns import SUBSCRIPTION_CONFIRMATION, UNSUBSCRIBE_CONFIRMATION
 from feedback.webhooks import config
 
 logger = logging.getLogger(__name__)
@@ -50,7 +58,7 @@ def _rejected(provider: str, err: WebhookVerificationError) -> JsonResponse:
     return _error(status, err.reason, "webhook verification failed")
 
 
-def _store_and_ack(provider: str, body: bytes, kind: str = "notification",
+def _store_and_ack(provider: str, body: bytes, kind: str = NOTIFICATION,
                    on_failure: Callable[[], None] | None = None) -> JsonResponse:
     try:
         delivery = webhook_delivery_store(provider=provider, body=body, kind=kind)
@@ -59,7 +67,7 @@ def _store_and_ack(provider: str, body: bytes, kind: str = "notification",
         if on_failure:
             on_failure()
         return _error(503, "storage_unavailable", "could not store the event; retry later")
-    if kind == "notification":
+    if kind == NOTIFICATION:
         webhook_task_schedule(delivery_id=delivery.id)
     return JsonResponse({"stored": delivery.id}, status=200)
 
@@ -71,70 +79,37 @@ def _not_configured(provider: str, exc: Exception) -> JsonResponse:
 
 @csrf_exempt
 @require_POST
-def ses_webhook(request: HttpRequest) -> JsonResponse:
+def esp_webhook(request: HttpRequest, esp: str) -> JsonResponse:
+    """POST /webhooks/<esp>/: the same steps for every ESP, with its own verifier and kinds."""
+    webhook = config.esp_webhook(esp)
+    try:
+        verifier = config.verifier(esp)
+    except WebhookNotConfiguredError as exc:
+        return _not_configured(esp, exc)
     body = request.body
     try:
-        message = config.sns_verifier().verify(body)
+        payload = verifier.verify_request(body, request.headers)
     except WebhookVerificationError as err:
-        return _rejected("ses", err)
-    kind = message["Type"]
+        return _rejected(esp, err)
+    kind = webhook.kind(payload)
     if kind == SUBSCRIPTION_CONFIRMATION:
-        return _confirm_subscription(message, body)
-    if kind == UNSUBSCRIBE_CONFIRMATION:
-        return _store_and_ack("ses", body, kind="unsubscribe_confirmation")
-    return _store_and_ack("ses", body)
+        return _confirm_subscription(esp, webhook, payload, body)
+    return _store_and_ack(esp, body, kind=kind, on_failure=lambda: webhook.on_store_failure(payload))
 
 
-def _confirm_subscription(message: dict, body: bytes) -> JsonResponse:
-    # Only reached for an allowlisted TopicArn (the verifier refuses others before any fetch);
-    # the SubscribeURL must itself point at an SNS endpoint.
-    url = message.get("SubscribeURL", "")
-    if not isinstance(url, str) or not config.is_sns_url(url):
-        return _error(403, "subscribe_url_not_allowed", "SubscribeURL is not an SNS endpoint")
-    response = _store_and_ack("ses", body, kind="subscription_confirmation")
+def _confirm_subscription(esp: str, webhook: EspWebhook, payload: Any, body: bytes) -> JsonResponse:
+    # Only reached for a verified request (SNS: an allowlisted TopicArn, refused before any
+    # fetch otherwise); the URL to fetch must itself point at the ESP.
+    url = webhook.handshake.confirmation_url(payload) if webhook.handshake else None
+    if url is None:
+        return _error(403, "subscribe_url_not_allowed", "the subscription URL does not point at the ESP")
+    response = _store_and_ack(esp, body, kind=SUBSCRIPTION_CONFIRMATION)
     if response.status_code != 200:
         return response
     try:
-        config.sns_confirmer()(url)
+        config.subscription_confirmer(esp)(url)
     except Exception:
-        logger.exception("SNS subscription confirmation failed for %s", message.get("TopicArn"))
+        logger.exception("%s subscription confirmation failed", esp)
         return _error(502, "confirmation_failed", "could not confirm the subscription")
-    logger.info("confirmed SNS subscription to %s", message.get("TopicArn"))
+    logger.info("confirmed %s subscription", esp)
     return response
-
-
-@csrf_exempt
-@require_POST
-def sendgrid_webhook(request: HttpRequest) -> JsonResponse:
-    try:
-        verifier = config.sendgrid_verifier()
-    except config.WebhookNotConfiguredError as exc:
-        return _not_configured("sendgrid", exc)
-    body = request.body
-    try:
-        verifier.verify(body, request.headers.get(SIGNATURE_HEADER), request.headers.get(TIMESTAMP_HEADER))
-    except WebhookVerificationError as err:
-        return _rejected("sendgrid", err)
-    return _store_and_ack("sendgrid", body)
-
-
-@csrf_exempt
-@require_POST
-def mailgun_webhook(request: HttpRequest) -> JsonResponse:
-    try:
-        verifier = config.mailgun_verifier()
-    except config.WebhookNotConfiguredError as exc:
-        return _not_configured("mailgun", exc)
-    body = request.body
-    try:
-        payload = verifier.verify(body)
-    except WebhookVerificationError as err:
-        return _rejected("mailgun", err)
-    token = payload["signature"]["token"]
-
-    def forget_token() -> None:
-        # The guard recorded the token; if we could not store the event, Mailgun's retry
-        # carries the same token and must not be refused as a replay.
-        get_redis().delete(redis_key("webhooks", "mailgun-token", token))
-
-    return _store_and_ack("mailgun", body, on_failure=forget_token)

@@ -29,6 +29,8 @@ from testkit.fakes.http_base import (
 )
 from testkit.fakes.ledger import Outcome
 
+# A copy of our wire key (delivery.providers.base.MESSAGE_ID_KEY), on purpose: this fake stands in
+# for the ESP, which does not import our code; it reads back what the provider sends.
 MESSAGE_ID_VAR = "v:notifier_message_id"
 MESSAGE_ID_HEADER = "h:X-Notifier-Message-Id"  # fallback when no v: variable is sent
 MAX_RECIPIENTS = 1000

@@ -20,6 +20,8 @@ from testkit.fakes.http_base import (
 )
 from testkit.fakes.ledger import Outcome
 
+# A copy of our wire key (delivery.providers.base.MESSAGE_ID_KEY), on purpose: this fake stands in
+# for the ESP, which does not import our code; it reads back what the provider sends.
 MESSAGE_ID_ARG = "notifier_message_id"
 MAX_PERSONALIZATIONS = 1000  # also the cap on to+cc+bcc recipients per request
 # "The total size of your email, including attachments, must be less than 30MB" (Mail Send page).

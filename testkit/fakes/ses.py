@@ -28,6 +28,8 @@ from testkit.fakes.http_base import (
 )
 from testkit.fakes.ledger import Outcome
 
+# A copy of our wire key (delivery.providers.base.MESSAGE_ID_KEY), on purpose: this fake stands in
+# for the ESP, which does not import our code; it reads back what the provider sends.
 MESSAGE_ID_TAG = "notifier_message_id"
 MESSAGE_ID_HEADER = "X-Notifier-Message-Id"
 MAX_RECIPIENTS = 50  # per SendEmail call (to + cc + bcc)

@@ -16,9 +16,9 @@ import pytest
 from delivery.providers import get_provider
 from delivery.providers.base import Outcome, OutgoingEmail
 from delivery.providers.http import HttpSettings
-from delivery.providers.mailgun import MailgunProvider
-from delivery.providers.sendgrid import SendGridProvider
-from delivery.providers.ses import SesProvider, SesSettings
+from delivery.providers.mailgun.provider import MailgunProvider
+from delivery.providers.sendgrid.provider import SendGridProvider
+from delivery.providers.ses.provider import SesProvider, SesSettings
 from testkit.fakes.mailgun import parse_form
 
 SENDER = '"Jürgen Groß, Ünïcode & Co." <news@bücher.example>'

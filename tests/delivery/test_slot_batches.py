@@ -14,8 +14,8 @@ import pytest
 
 from delivery.providers.base import OutgoingEmail
 from delivery.providers.http import HttpSettings
-from delivery.providers.mailgun import MailgunProvider
-from delivery.providers.sendgrid import SendGridProvider
+from delivery.providers.mailgun.provider import MailgunProvider
+from delivery.providers.sendgrid.provider import SendGridProvider
 from templates.rendering import compile_version, compile_version_slots, render, render_for_send
 from testkit.fakes.mailgun import parse_form
 
@@ -163,7 +163,7 @@ pytestmark = pytest.mark.django_db
 def test_the_request_body_is_the_json_of_the_documented_shape():
     """encoded_body reuses the personalizations the size estimate encoded; it must be exactly
     the JSON of mail_send_body, for slot, whole-body and literal requests alike."""
-    from delivery.providers.sendgrid import encoded_body, mail_send_body
+    from delivery.providers.sendgrid.provider import encoded_body, mail_send_body
 
     version = _Version(740_001)
     emails = _emails(version, NAMES)
@@ -179,7 +179,7 @@ def test_the_mailgun_form_body_is_what_urlencode_writes():
     non-ASCII, spaces, reserved characters and the recipient-variables JSON."""
     from urllib.parse import urlencode
 
-    from delivery.providers.mailgun import form_body, message_form
+    from delivery.providers.mailgun.provider import form_body, message_form
 
     version = _Version(750_001)
     emails = _emails(version, NAMES)

@@ -7,7 +7,7 @@ confirmer records subscription confirmations instead of calling AWS.
 
 from __future__ import annotations
 
-from feedback.verification import StaticCertificateStore
+from delivery.providers.ses.sns_certs import StaticCertificateStore
 
 current_store = StaticCertificateStore()
 confirmed: list[str] = []

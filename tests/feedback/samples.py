@@ -13,7 +13,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from feedback.normalize import OUR_ID_KEY
+from delivery.providers.base import MESSAGE_ID_KEY
 
 SES_KINDS = ("Delivery", "Open", "Click", "Bounce", "Complaint")
 
@@ -33,7 +33,7 @@ def ses_event(kind: str, *, message_id: int, recipient: str, when: datetime,
         "destination": [recipient],
         "headersTruncated": False,
         "commonHeaders": {"from": ["notifier@example.com"], "to": [recipient], "subject": "Hi"},
-        "tags": {"ses:configuration-set": ["notifier"], OUR_ID_KEY: [str(message_id)]},
+        "tags": {"ses:configuration-set": ["notifier"], MESSAGE_ID_KEY: [str(message_id)]},
     }
     details: dict[str, dict[str, Any]] = {
         "Delivery": {"delivery": {"timestamp": _iso(when), "processingTimeMillis": 546,
@@ -70,7 +70,7 @@ def sendgrid_event(kind: str, *, message_id: int, recipient: str, when: datetime
         "category": ["campaign"],
         "sg_event_id": event_id,
         "sg_message_id": f"sg{message_id:010d}.filter0001.16648.5515E0B88.0",
-        OUR_ID_KEY: str(message_id),
+        MESSAGE_ID_KEY: str(message_id),
     }
     extra: dict[str, dict[str, Any]] = {
         "delivered": {"response": "250 OK"},
@@ -94,7 +94,7 @@ def mailgun_event_data(kind: str, *, message_id: int, recipient: str, when: date
         "recipient": recipient,
         "recipient-domain": recipient.split("@")[1],
         "tags": ["campaign"],
-        "user-variables": {OUR_ID_KEY: str(message_id)},
+        "user-variables": {MESSAGE_ID_KEY: str(message_id)},
         "message": {"headers": {"to": recipient, "message-id": f"mg-{message_id}@mg.example.com",
                                 "from": "notifier@example.com", "subject": "Hi"}, "size": 1200},
     }
@@ -123,7 +123,7 @@ def sendgrid_dropped(*, message_id: int, recipient: str, when: datetime, event_i
         "sg_message_id": "filter0093p1las1.9128.5717FB8127.0",
         "reason": reason,
         "event": "dropped",
-        OUR_ID_KEY: str(message_id),
+        MESSAGE_ID_KEY: str(message_id),
     }
 
 
@@ -137,7 +137,7 @@ def mailgun_rejected(*, message_id: int, recipient: str, when: datetime, event_i
         "log-level": "warn",
         "flags": {"is-test-mode": False},
         "reject": {"reason": "Sandbox subdomains are for test purposes only.", "description": ""},
-        "user-variables": {OUR_ID_KEY: str(message_id)},
+        "user-variables": {MESSAGE_ID_KEY: str(message_id)},
         "message": {"headers": {"to": f"Recipient <{recipient}>", "from": "notifier@example.com",
                                 "message-id": f"mg-{message_id}@mg.example.com", "subject": "Hi"}},
     }

@@ -9,15 +9,11 @@ from typing import Any
 
 import pytest
 
-from feedback.normalize import (
-    EventType,
-    NormalizationError,
-    normalize,
-    normalize_mailgun,
-    normalize_sendgrid,
-    normalize_ses,
-)
-from feedback.verification import SnsVerifier
+from delivery.providers.mailgun.webhook import normalize_mailgun
+from delivery.providers.sendgrid.webhook import normalize_sendgrid
+from delivery.providers.ses.sns import SnsVerifier
+from delivery.providers.ses.webhook import normalize_ses
+from feedback.normalize import EventType, NormalizationError, normalize
 from testkit.webhook_signing import TEST_TOPIC_ARN, SnsTestSigner
 
 OUR_ID = "0b9c6b3e-4a4e-4c8e-9d7e-2f1f5a1c9e11"

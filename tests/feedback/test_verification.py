@@ -10,19 +10,16 @@ from typing import Any, Self
 
 import pytest
 
-from feedback.verification import (
+from delivery.providers.mailgun.signature import MailgunVerifier
+from delivery.providers.sendgrid.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, SendGridVerifier
+from delivery.providers.ses.sns import SnsVerifier, sns_string_to_sign
+from delivery.providers.ses.sns_certs import (
     HttpsCertificateStore,
-    InMemoryReplayGuard,
-    MailgunVerifier,
-    RedisReplayGuard,
-    SendGridVerifier,
-    SnsVerifier,
     StaticCertificateStore,
-    WebhookVerificationError,
-    sns_string_to_sign,
     validate_signing_cert_url,
 )
-from feedback.verification.sendgrid import SIGNATURE_HEADER, TIMESTAMP_HEADER
+from delivery.providers.webhooks import WebhookVerificationError
+from delivery.providers.webhooks.replay import InMemoryReplayGuard, RedisReplayGuard
 from testkit.webhook_signing import (
     TEST_TOPIC_ARN,
     SendGridTestSigner,
@@ -495,6 +492,6 @@ def test_mailgun_replayed_token_redis(redis_guard: Any) -> None:
 
 
 def test_redis_guard_default_prefix_shape() -> None:
-    from feedback.verification.replay import DEFAULT_MAILGUN_TOKEN_PREFIX
+    from delivery.providers.webhooks.replay import DEFAULT_MAILGUN_TOKEN_PREFIX
 
     assert DEFAULT_MAILGUN_TOKEN_PREFIX == "notifier:webhooks:mailgun-token:"

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from delivery.providers.addresses import mailbox, wire_emails
-from delivery.providers.base import Outcome, OutgoingEmail, Provider, SendResult
+from delivery.providers.base import MESSAGE_ID_KEY, Outcome, OutgoingEmail, Provider, SendResult
 from delivery.providers.http import (
     HttpSettings,
     chunks_unique_recipients,
@@ -46,7 +46,6 @@ from delivery.providers.substitution import content_holds, substitutable_templat
 from templates.slots import SlotTemplate
 
 MAX_PER_REQUEST = 1000
-META_KEY = "notifier_message_id"
 _PARTS = ("subject", "text", "html")
 # What quote_plus leaves as one octet (urllib.parse's unreserved set, and space as `+`).
 _FORM_SAFE_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~ "
@@ -133,7 +132,7 @@ def _literal_form(email: OutgoingEmail) -> list[tuple[str, str]]:
     form = [("from", mailbox(email.from_email).formatted()), ("to", email.recipient)]
     form += [(part, getattr(email, part)) for part in _PARTS if getattr(email, part)]
     form += [(f"h:{name}", value) for name, value in email.headers.items()]
-    form.append((f"v:{META_KEY}", str(email.message_id)))
+    form.append((f"v:{MESSAGE_ID_KEY}", str(email.message_id)))
     return form
 
 
@@ -159,14 +158,14 @@ def message_form(chunk: Sequence[OutgoingEmail]) -> list[tuple[str, str]]:
         if value:
             form.append((part, value))
     form += [(f"h:{name}", f"%recipient.h_{i}%") for i, name in enumerate(header_names)]
-    form.append((f"v:{META_KEY}", f"%recipient.{META_KEY}%"))
+    form.append((f"v:{MESSAGE_ID_KEY}", f"%recipient.{MESSAGE_ID_KEY}%"))
     form.append(("recipient-variables", json.dumps(variables, separators=(",", ":"))))
     return form
 
 
 def _variables(email: OutgoingEmail, varying: list[str], header_names: list[str],
                slots: bool = False) -> dict[str, str]:
-    values = {META_KEY: str(email.message_id)}
+    values = {MESSAGE_ID_KEY: str(email.message_id)}
     values.update({part: getattr(email, part) for part in varying})
     values.update({f"h_{i}": email.headers.get(name, "") for i, name in enumerate(header_names)})
     if slots:

@@ -12,11 +12,12 @@ import hashlib
 import hmac
 import json
 import time
+from collections.abc import Mapping
 from typing import Any
 
-from ._clock import Clock, check_window, parse_epoch
-from .errors import Reason, WebhookVerificationError
-from .replay import ReplayGuard
+from delivery.providers.webhooks.clock import Clock, check_window, parse_epoch
+from delivery.providers.webhooks.errors import Reason, WebhookVerificationError
+from delivery.providers.webhooks.replay import ReplayGuard
 
 DEFAULT_TOLERANCE = 300  # seconds
 _MAX_TOKEN_LENGTH = 256  # Mailgun tokens are 50 hex chars; bounds our replay-key size
@@ -53,6 +54,10 @@ class MailgunVerifier:
         if self._guard.seen_before(token, int(2 * self._tolerance) + 1):
             raise WebhookVerificationError(Reason.REPLAYED_TOKEN)
         return payload
+
+    def verify_request(self, body: bytes, headers: Mapping[str, str]) -> dict[str, Any]:
+        """`verify`: the signature block travels in the body, no header is read."""
+        return self.verify(body)
 
     def _check_signature(self, timestamp: str, token: str, signature: str) -> None:
         expected = hmac.new(

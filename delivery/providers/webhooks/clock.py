@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .errors import Reason, WebhookVerificationError
+from delivery.providers.webhooks.errors import Reason, WebhookVerificationError
 
 # Returns "now" as POSIX seconds; tests inject a fixed value instead of time.time.
 Clock = Callable[[], float]

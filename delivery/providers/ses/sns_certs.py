@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-from .errors import Reason, WebhookVerificationError
+from delivery.providers.webhooks.errors import Reason, WebhookVerificationError
 
 # SNS regional endpoints (AWS general reference, "Amazon SNS endpoints and quotas"):
 #   commercial and GovCloud: sns.<region>.amazonaws.com  (e.g. sns.us-gov-west-1.amazonaws.com)

@@ -13,14 +13,15 @@ import base64
 import binascii
 import json
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from ._clock import Clock, check_window, parse_epoch
-from .errors import Reason, WebhookVerificationError
+from delivery.providers.webhooks.clock import Clock, check_window, parse_epoch
+from delivery.providers.webhooks.errors import Reason, WebhookVerificationError
 
 SIGNATURE_HEADER = "X-Twilio-Email-Event-Webhook-Signature"
 TIMESTAMP_HEADER = "X-Twilio-Email-Event-Webhook-Timestamp"
@@ -73,6 +74,10 @@ class SendGridVerifier:
         # Freshness after authenticity: a forged request should read as forged, not stale.
         check_window(signed_at, self._clock(), self._tolerance)
         return _parse_events(payload)
+
+    def verify_request(self, body: bytes, headers: Mapping[str, str]) -> list[dict[str, Any]]:
+        """`verify` with the signature and timestamp taken from the request's headers."""
+        return self.verify(body, headers.get(SIGNATURE_HEADER), headers.get(TIMESTAMP_HEADER))
 
     def _check_signature(self, payload: bytes, signature: str, timestamp: str) -> None:
         try:

@@ -13,7 +13,7 @@ import binascii
 import json
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,13 +22,13 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from ._clock import Clock
-from .errors import Reason, WebhookVerificationError
-from .sns_certs import (
+from delivery.providers.ses.sns_certs import (
     DEFAULT_CERT_HOST_PATTERNS,
     CertificateStore,
     validate_signing_cert_url,
 )
+from delivery.providers.webhooks.clock import Clock
+from delivery.providers.webhooks.errors import Reason, WebhookVerificationError
 
 NOTIFICATION = "Notification"
 SUBSCRIPTION_CONFIRMATION = "SubscriptionConfirmation"
@@ -110,6 +110,10 @@ class SnsVerifier:
         public_key = _load_rsa_key(self._store.get(cert_url))
         _verify_rsa(public_key, signature, signing_input, _HASHES[version]())
         return message
+
+    def verify_request(self, body: bytes, headers: Mapping[str, str]) -> dict[str, Any]:
+        """`verify`: SNS signs the message itself, no header is read."""
+        return self.verify(body)
 
     def _check_timestamp(self, value: str) -> None:
         sent_at = _parse_iso_timestamp(value).timestamp()  # always parsed: rejects garbage

@@ -30,7 +30,7 @@ from functools import lru_cache
 from typing import Any
 
 from delivery.providers.addresses import mailbox, wire_emails
-from delivery.providers.base import Outcome, OutgoingEmail, Provider, SendResult
+from delivery.providers.base import MESSAGE_ID_KEY, Outcome, OutgoingEmail, Provider, SendResult
 from delivery.providers.http import (
     HttpAnswer,
     HttpSettings,
@@ -44,7 +44,6 @@ from delivery.providers.substitution import content_holds, substitutable_templat
 from templates.slots import SlotTemplate
 
 MAX_PER_REQUEST = 1000
-META_KEY = "notifier_message_id"
 TEXT_TAG = "-notifier_text_part-"
 HTML_TAG = "-notifier_html_part-"
 # Well under the documented 50,000 bytes, leaving room for JSON escaping of the values.
@@ -237,7 +236,7 @@ def _personalization(email: OutgoingEmail, mode: str) -> dict[str, Any]:
     block: dict[str, Any] = {
         "to": [{"email": email.recipient}],
         "subject": email.subject,
-        "custom_args": {META_KEY: str(email.message_id)},
+        "custom_args": {MESSAGE_ID_KEY: str(email.message_id)},
     }
     if email.headers:
         block["headers"] = dict(email.headers)

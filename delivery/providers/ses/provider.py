@@ -41,11 +41,10 @@ from botocore.exceptions import (
 )
 
 from delivery.providers.addresses import mailbox, wire_emails
-from delivery.providers.base import Outcome, OutgoingEmail, Provider, SendResult
+from delivery.providers.base import MESSAGE_ID_KEY, Outcome, OutgoingEmail, Provider, SendResult
 from delivery.providers.http import chunks_unique_recipients, retry_after_seconds
 
 MAX_BULK = 50
-META_KEY = "notifier_message_id"
 PERMANENT_CODES = frozenset({"MessageRejected", "BadRequestException", "InvalidParameterValue"})
 # Per-entry statuses of SendBulkEmail that are about the message, not the account.
 PERMANENT_BULK_STATUSES = frozenset({"MESSAGE_REJECTED", "INVALID_PARAMETER"})
@@ -110,7 +109,7 @@ class SesProvider(Provider):
             "FromEmailAddress": mailbox(email.from_email).formatted(),
             "Destination": {"ToAddresses": [email.recipient]},
             "Content": {"Simple": _simple_content(email)},
-            "EmailTags": [{"Name": META_KEY, "Value": str(email.message_id)}],
+            "EmailTags": [{"Name": MESSAGE_ID_KEY, "Value": str(email.message_id)}],
         }
         started = time.monotonic()
         outcome, answer = _call(self.client.send_email, request)
@@ -213,7 +212,7 @@ def _simple_content(email: OutgoingEmail) -> dict[str, Any]:
 def _bulk_entry(email: OutgoingEmail) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "Destination": {"ToAddresses": [email.recipient]},
-        "ReplacementTags": [{"Name": META_KEY, "Value": str(email.message_id)}],
+        "ReplacementTags": [{"Name": MESSAGE_ID_KEY, "Value": str(email.message_id)}],
         "ReplacementEmailContent": {"ReplacementTemplate": {"ReplacementTemplateData": json.dumps({})}},
     }
     if email.headers:
