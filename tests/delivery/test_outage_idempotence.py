@@ -7,15 +7,18 @@ from __future__ import annotations
 import base64
 import json
 import uuid
+from collections import deque
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from core.priorities import queue_for
 from delivery import signals
 from delivery.models import DeliveryAttempt, EmailMessage
 from delivery.services import ledger
+from delivery.services.ledger import unflushed
 from delivery.tasks import send_batch
 from notifier.celery import app as celery_app
 from tests.factories import email_message, template_version
@@ -118,3 +121,26 @@ def _published_ids(priority: int) -> list[int]:
     with celery_app.connection_for_write() as conn:
         raw = conn.default_channel.client.lrange(queue_for(priority), 0, -1)
     return [pk for item in raw for pk in json.loads(base64.b64decode(json.loads(item)["body"]))[0][0]]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sent_marks_a_crash_lost_are_written_again_by_the_next_connection_to_the_restarted_server():
+    ids = _messages(2)
+    ledger.messages_claim(message_ids=ids, token="task")
+    ledger.messages_mark_started(message_ids=ids, token="task")
+    assert ledger.messages_mark_sent(provider_ids={pk: f"p-{pk}" for pk in ids}, provider="smtp",
+                                     token="task") == 2
+    # What a crash does to those asynchronous commits: gone, the rows handed over with no answer.
+    EmailMessage.objects.filter(id__in=ids).update(status=Status.SENDING, provider_message_id="")
+    # This process last saw a server that started earlier than the one now running.
+    unflushed.recent.server_started = "a server started before the crash"
+    connection.close()
+    with connection.cursor() as cursor:  # the next connection finds the server restarted
+        cursor.execute("SELECT 1")
+    assert set(EmailMessage.objects.filter(id__in=ids).values_list("status", "provider_message_id")) == {
+        (Status.SENT, f"p-{pk}") for pk in ids}
+    assert unflushed.recent.marks == deque()
+    connection.close()
+    with connection.cursor() as cursor:  # the same server again: nothing to write
+        cursor.execute("SELECT 1")
+    assert EmailMessage.objects.filter(id__in=ids, status=Status.SENT).count() == 2

@@ -9,8 +9,11 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from django.db import connection
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.signals import connection_created
 from django.db.models import F, Value
 from django.db.models.functions import Greatest
+from django.dispatch import receiver
 from django.utils import timezone
 
 from audience.selectors import email_is_suppressed_sql
@@ -25,6 +28,7 @@ from delivery.services.ledger.sql import (
     status_is,
     without_flush_wait,
 )
+from delivery.services.ledger.unflushed import SentMark, recent, sent_marks_remember, server_start_read
 
 
 def messages_claim(*, message_ids: Sequence[int], token: str) -> list[tuple[int, int]]:
@@ -118,15 +122,17 @@ def _owned(message_ids: Sequence[int], token: str):
     )
 
 
-def messages_mark_sent(*, provider_ids: dict[int, str], provider: str, token: str) -> int:
+def messages_mark_sent(
+    *, provider_ids: dict[int, str], provider: str, token: str, remember: bool = True
+) -> int:
     """SENDING -> SENT with each row's provider message id, in one UPDATE.
 
     The per-row ids come in as a VALUES list joined with UPDATE ... FROM: a 500-branch CASE
     built through the ORM cost ~0.4 s per batch of 500 in bench/pipeline_throughput.py.
-    Committed synchronously: the provider's answer exists nowhere else, and a PostgreSQL crash
-    that lost it would leave a sent message AMBIGUOUS (decision 82). A row the recovery already
-    held as AMBIGUOUS under this claim (a worker that waited out a long outage with the answer
-    in hand) is SENT too: the answer is the evidence the hold was waiting for.
+    Committed without waiting for the WAL flush (decision 32); the process remembers the marks
+    until they are surely on disk and writes them again after a crash (`unflushed`, decision 82).
+    A row the recovery already held AMBIGUOUS under this claim (a worker that waited out a long
+    outage with the answer in hand) is SENT too: the answer is the evidence the hold waited for.
     """
     if not provider_ids:
         return 0
@@ -141,8 +147,32 @@ def messages_mark_sent(*, provider_ids: dict[int, str], provider: str, token: st
     params: list[object] = [item for pair in provider_ids.items() for item in pair]
     params += [Status.SENT, timezone.now(), provider, Status.SENDING, Status.AMBIGUOUS, token]
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return len(cursor.fetchall())
+        cursor.execute(without_flush_wait(sql), params)
+        changed = [row[0] for row in cursor.fetchall()]
+    if remember:
+        sent_marks_remember(provider_ids={pk: provider_ids[pk] for pk in changed}, provider=provider,
+                            token=token)
+    return len(changed)
+
+
+@receiver(connection_created, dispatch_uid="delivery-ledger-unflushed-sent-marks")
+def _rewrite_after_a_restart(sender: object, connection: BaseDatabaseWrapper, **_: object) -> None:
+    """A new connection to a server that started since this process's last one: write again
+    the SENT marks a crash may have lost (`unflushed`)."""
+    if connection.vendor != "postgresql":
+        return
+    marks = recent.take_if_restarted(server_start_read(connection))
+    if marks:
+        sent_marks_rewrite(marks)
+
+
+def sent_marks_rewrite(marks: list[SentMark]) -> int:
+    """Write the marks again, one guarded UPDATE per (provider, claim); rows changed."""
+    groups: dict[tuple[str, str], dict[int, str]] = {}
+    for mark in marks:
+        groups.setdefault((mark.provider, mark.token), {})[mark.message_id] = mark.provider_message_id
+    return sum(messages_mark_sent(provider_ids=ids, provider=provider, token=token, remember=False)
+               for (provider, token), ids in groups.items())
 
 
 def messages_mark_final(*, message_ids: Sequence[int], token: str, status: str, error: str) -> int:

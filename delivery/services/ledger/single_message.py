@@ -21,6 +21,7 @@ from delivery.services.ledger.send_reads import (
     send_rows_sql,
 )
 from delivery.services.ledger.sql import NOT_STARTED_OR_AT, QUEUED_OR_MINE, TABLE, Status
+from delivery.services.ledger.unflushed import sent_marks_remember
 
 
 def message_claim_for_send(*, message_id: int, token: str) -> ClaimedMessage | None:
@@ -41,9 +42,9 @@ def message_mark_sent_with_attempt(
     duration_ms: int,
 ) -> bool:
     """SENDING (or AMBIGUOUS under this claim) -> SENT and its accepted attempt row, in one
-    statement (a data-modifying CTE), committed synchronously like `messages_mark_sent`
-    (decision 82). The attempt row is written only with the SENT mark, so running it again after
-    a lost answer writes nothing twice."""
+    statement (a data-modifying CTE), committed without waiting for the WAL flush and remembered
+    until it is on disk, like `messages_mark_sent` (decision 82). The attempt row is written only
+    with the SENT mark, so running it again after a lost answer writes nothing twice."""
     now = timezone.now()
     accepted = SendResult(message_id, Outcome.ACCEPTED, provider_message_id=provider_message_id,
                           response_code=response_code, duration_ms=duration_ms)
@@ -58,8 +59,11 @@ def message_mark_sent_with_attempt(
     params = [Status.SENT, now, provider, provider_message_id, message_id, Status.SENDING,
               Status.AMBIGUOUS, token, *attempt_params]
     with connection.cursor() as cursor:
-        execute_prepared(cursor, "send_one_sent", sql, params, flush_wait=True)
-        return cursor.fetchone() is not None
+        execute_prepared(cursor, "send_one_sent", sql, params, flush_wait=False)
+        sent = cursor.fetchone() is not None
+    if sent:  # until it is surely on disk: written again after a crash (`unflushed`)
+        sent_marks_remember(provider_ids={message_id: provider_message_id}, provider=provider, token=token)
+    return sent
 
 
 def message_mark_started(*, message_id: int, token: str, started_at: datetime | None = None) -> bool:
