@@ -76,6 +76,15 @@ def database_connections_reset() -> None:
             logger.debug("closing a broken connection failed", exc_info=True)
 
 
+def database_outage_seen(exc: BaseException) -> bool:
+    """True, with this thread's connections closed, if `exc` is a database outage: the next
+    query opens a new connection instead of failing on the one the outage broke."""
+    if not database_unavailable(exc):
+        return False
+    database_connections_reset()
+    return True
+
+
 def outage_backoff_seconds(attempt: int) -> float:
     """Capped exponential backoff with jitter: 0.25 s, 0.5 s, 1 s, ... at most 5 s (a restart
     is usually seconds; the first tries come quickly so work resumes as soon as it is back)."""
@@ -92,11 +101,10 @@ def hold_through_outage(write: Callable[[], T], *, what: str) -> T:
         try:
             return write()
         except DATABASE_ERRORS as exc:
-            if not database_unavailable(exc) or time.monotonic() >= deadline:
+            if not database_outage_seen(exc) or time.monotonic() >= deadline:
                 raise
             if attempt == 0:
                 logger.warning("database unavailable while %s; holding until it is back: %s", what, exc)
-            database_connections_reset()
             time.sleep(outage_backoff_seconds(attempt))
             attempt += 1
 
@@ -114,9 +122,8 @@ class OutageRetryTask(Task):
         try:
             return super().__call__(*args, **kwargs)
         except DATABASE_ERRORS as exc:
-            if not database_unavailable(exc) or self.request.is_eager:
+            if self.request.is_eager or not database_outage_seen(exc):
                 raise
-            database_connections_reset()
             countdown = outage_backoff_seconds(self.request.retries or 0)
             logger.warning("%s[%s]: database unavailable (%s); again in %.1f s",
                            self.name, self.request.id, type(exc).__name__, countdown)

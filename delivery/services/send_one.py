@@ -28,8 +28,6 @@ from __future__ import annotations
 
 from functools import partial
 
-from django.utils import timezone
-
 from core.db_outage import hold_through_outage
 from delivery import signals
 from delivery.models import EmailMessage
@@ -41,6 +39,7 @@ from delivery.services.sending import (
     BatchReport,
     Recorder,
     attempt_limit,
+    hand_off_held,
     render_claimed,
     results_recorder,
     send_with_failover,
@@ -61,21 +60,12 @@ def message_send_one(*, message_id: int, token: str) -> BatchReport:
     emails = render_claimed([claimed], token, report)  # [] when it failed to render (FAILED)
     if not emails:
         return report
-    if not _mark_started_held(claimed.id, token):
+    if not hand_off_held(partial(ledger.message_mark_started, message_id=claimed.id, token=token)):
         report.republish_ids = [claimed.id]  # its claim was lost or taken back: see BatchReport
         return report
     send_with_failover(emails, token, report, {claimed.id: claimed.attempts},
                        record=_recorder(token, report))
     return report
-
-
-def _mark_started_held(message_id: int, token: str) -> bool:
-    """The one-row hand-off mark, held through a database outage as the batch path's
-    (`sending.mark_started_held`)."""
-    started_at = timezone.now()
-    return hold_through_outage(
-        lambda: ledger.message_mark_started(message_id=message_id, token=token, started_at=started_at),
-        what="marking a hand-off")
 
 
 def _sendable(claimed: ledger.ClaimedMessage, token: str, report: BatchReport) -> bool:

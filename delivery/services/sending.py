@@ -17,7 +17,9 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import chain
+from typing import TypeVar
 
 from django.conf import settings
 from django.utils import timezone
@@ -48,6 +50,7 @@ HAND_OFF_AT_CLAIM = frozenset({Priority.LOW})
 FIRST_DELIVERY_TTL_SECONDS = 3600  # the broker's visibility timeout: redeliveries come sooner
 POISON_ERROR = "gave up: claimed too many times without an answer (poison?)"
 Recorder = Callable[[str, list[SendResult]], None]
+T = TypeVar("T")
 
 
 @dataclass
@@ -92,7 +95,8 @@ def message_batch_send(*, message_ids: Sequence[int], token: str, priority: int 
     messages = _guard(claimed, token, report)
     messages = _drop_suppressed(messages, token, report)
     emails = render_claimed(messages, token, report)
-    started = mark_started_held([e.message_id for e in emails], token)
+    ids = [e.message_id for e in emails]
+    started = hand_off_held(partial(ledger.messages_mark_started, message_ids=ids, token=token))
     report.republish_ids = [email.message_id for email in emails if email.message_id not in started]
     emails = [email for email in emails if email.message_id in started]
     if emails:
@@ -125,11 +129,8 @@ def _send_claimed_at_hand_off(message_ids: Sequence[int], token: str, report: Ba
     signals.batch_claimed.send(sender=__name__, message_ids=[m.id for m in messages], token=token)
     gone = [m.id for m in messages if m.contact_gone]
     emails, broken = _render_each([m for m in messages if not m.contact_gone])
-    started_at = timezone.now()
-    claimed = hold_through_outage(
-        lambda: ledger.messages_claim_hand_off(message_ids=[e.message_id for e in emails], token=token,
-                                               started_at=started_at),
-        what="claiming and handing over a bulk batch")
+    ids = [e.message_id for e in emails]
+    claimed = hand_off_held(partial(ledger.messages_claim_hand_off, message_ids=ids, token=token))
     report.suppressed += sum(1 for status, _ in claimed.values() if status == Status.SUPPRESSED)
     _unsendable_finish(broken, gone, token, report)
     emails = [e for e in emails if claimed.get(e.message_id, ("", 0))[0] == Status.SENDING]
@@ -152,14 +153,12 @@ def _unsendable_finish(
     _contact_gone_suppress([pk for pk in gone if pk in owned], token, report)
 
 
-def mark_started_held(message_ids: list[int], token: str) -> set[int]:
-    """The hand-off mark, held through a database outage (core/db_outage.py): this process must
-    learn which rows it may send, and a mark whose answer the outage swallowed is run again with
-    the same instant, which returns the rows it marked (and no other copy's)."""
+def hand_off_held(mark: Callable[..., T]) -> T:
+    """`mark(started_at=<now>)`, a hand-off mark, held through a database outage (core/db_outage.py):
+    this process must learn which rows it may send, and a mark whose answer the outage swallowed
+    is run again with the same instant, which returns the rows it marked (and no other copy's)."""
     started_at = timezone.now()
-    return hold_through_outage(
-        lambda: ledger.messages_mark_started(message_ids=message_ids, token=token, started_at=started_at),
-        what="marking a hand-off")
+    return hold_through_outage(lambda: mark(started_at=started_at), what="marking a hand-off")
 
 
 def attempt_limit(priority: int) -> int:

@@ -148,11 +148,10 @@ def messages_mark_sent(
     params += [Status.SENT, timezone.now(), provider, Status.SENDING, Status.AMBIGUOUS, token]
     with connection.cursor() as cursor:
         cursor.execute(without_flush_wait(sql), params)
-        changed = [row[0] for row in cursor.fetchall()]
-    if remember:
-        sent_marks_remember(provider_ids={pk: provider_ids[pk] for pk in changed}, provider=provider,
-                            token=token)
-    return len(changed)
+        changed = len(cursor.fetchall())
+    if remember:  # the whole batch: writing it again changes only rows still waiting for it
+        sent_marks_remember(provider_ids=provider_ids, provider=provider, token=token)
+    return changed
 
 
 @receiver(connection_created, dispatch_uid="delivery-ledger-unflushed-sent-marks")
@@ -167,12 +166,9 @@ def _rewrite_after_a_restart(sender: object, connection: BaseDatabaseWrapper, **
 
 
 def sent_marks_rewrite(marks: list[SentMark]) -> int:
-    """Write the marks again, one guarded UPDATE per (provider, claim); rows changed."""
-    groups: dict[tuple[str, str], dict[int, str]] = {}
-    for mark in marks:
-        groups.setdefault((mark.provider, mark.token), {})[mark.message_id] = mark.provider_message_id
-    return sum(messages_mark_sent(provider_ids=ids, provider=provider, token=token, remember=False)
-               for (provider, token), ids in groups.items())
+    """Write the marks again, each the guarded UPDATE it was; rows changed."""
+    return sum(messages_mark_sent(provider_ids=mark.provider_ids, provider=mark.provider, token=mark.token,
+                                  remember=False) for mark in marks)
 
 
 def messages_mark_final(*, message_ids: Sequence[int], token: str, status: str, error: str) -> int:

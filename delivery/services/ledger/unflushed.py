@@ -24,11 +24,12 @@ KEEP_SECONDS = 5.0
 
 
 class SentMark(NamedTuple):
+    """One SENT-mark statement: a batch's rows (one row on the single-message path)."""
+
     at: float  # time.monotonic() of the mark
-    message_id: int
-    provider_message_id: str
     provider: str
     token: str
+    provider_ids: dict[int, str]  # message id -> the provider's message id
 
 
 class _Recent:
@@ -46,7 +47,7 @@ class _Recent:
             # made just before the crash are all still here when the server is back.
             while self.marks and now - self.marks[0].at > KEEP_SECONDS:
                 self.marks.popleft()
-            self.marks.extend(SentMark(now, pk, pid, provider, token) for pk, pid in provider_ids.items())
+            self.marks.append(SentMark(now, provider, token, provider_ids))
 
     def take_if_restarted(self, started: object) -> list[SentMark]:
         """The marks to write again if the server started since this process last looked."""

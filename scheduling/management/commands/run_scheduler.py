@@ -23,7 +23,7 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 from redis.exceptions import RedisError
 
-from core.db_outage import DATABASE_ERRORS, database_connections_reset, database_unavailable
+from core.db_outage import DATABASE_ERRORS, database_outage_seen
 from delivery.services.recovery import stalled_messages_recover
 from scheduling import extensions
 from scheduling.services import due
@@ -72,14 +72,13 @@ class Command(BaseCommand):
             # Database, Redis or broker down: nothing is lost (claims return after their lease,
             # fenced rows are republished), so log and try again next tick.
             logger.exception("dispatch failed; claims come back after their lease")
-            _forget_broken_connections(exc)
+            database_outage_seen(exc)  # the recovery below then opens a new connection
         try:
             report = stalled_messages_recover()
         except DATABASE_ERRORS as exc:
-            if not database_unavailable(exc):
+            if not database_outage_seen(exc):
                 raise
             logger.warning("database unavailable; recovery again next tick: %s", exc)
-            database_connections_reset()
             return
         if report.requeued or report.orphans or report.ambiguous:
             self.stdout.write(str(report))
@@ -136,13 +135,6 @@ class Command(BaseCommand):
 
     def _stop(self, *_: object) -> None:
         self._running = False
-
-
-def _forget_broken_connections(exc: BaseException) -> None:
-    """After a database outage, open a new connection at the next query instead of failing on
-    the one the outage broke (within a tick, Django would not look at it again)."""
-    if database_unavailable(exc):
-        database_connections_reset()
 
 
 def _campaign_sweep_run() -> None:
