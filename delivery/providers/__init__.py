@@ -22,7 +22,7 @@ ESPS: dict[str, Esp] = {esp.name: esp for esp in (smtp.ESP, ses.ESP, sendgrid.ES
 
 
 def esps_with_webhooks() -> dict[str, Esp]:
-    return {name: esp for name, esp in ESPS.items() if esp.webhook is not None}
+    return {name: esp for name, esp in ESPS.items() if esp.webhook_module is not None}
 
 
 class _PerThreadProviders:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from importlib import import_module
 from typing import TYPE_CHECKING
 
 from django.db import models
@@ -98,13 +99,17 @@ class Provider(ABC):
 class Esp:
     """Everything the rest of the code knows an ESP by: one entry in `ESPS` (providers/__init__.py).
 
-    Both callables import their module when called, so a process imports boto3 only when it
-    sends through SES, and the webhook verifiers' crypto only where webhooks are taken.
+    `build_provider` and `webhook()` import their module when called, so a process imports boto3
+    only when it sends through SES, and the webhook verifiers' crypto only where webhooks are taken.
     """
 
     name: str
     build_provider: Callable[[], Provider]  # from settings
-    webhook: Callable[[], EspWebhook] | None  # None: the ESP reports no events to us (SMTP)
+    # The module that defines its `WEBHOOK`; None: the ESP reports no events to us (SMTP).
+    webhook_module: str | None = None
+
+    def webhook(self) -> EspWebhook:
+        return import_module(self.webhook_module).WEBHOOK
 
 
 def results_for_error(emails: Sequence[OutgoingEmail], error: ProviderError) -> list[SendResult]:

@@ -332,4 +332,4 @@ def build_provider() -> Provider:
 
 
 # Plain SMTP has no event webhook: what it tells us is the reply to each transaction.
-ESP = Esp(name="smtp", build_provider=build_provider, webhook=None)
+ESP = Esp(name="smtp", build_provider=build_provider)

@@ -20,6 +20,7 @@ from delivery.providers import ESPS, esps_with_webhooks
 from delivery.providers.base import MESSAGE_ID_KEY
 from delivery.providers.webhooks import EspWebhook
 from feedback.normalize import NormalizationError, normalize
+from tests.support.source import docstring_constants
 
 ROOT = Path(__file__).resolve().parents[2]
 # testkit/fakes stand in for the ESPs: they speak the wire format from the ESP's side and keep
@@ -36,19 +37,12 @@ def _source_files(root: Path) -> list[Path]:
     return found
 
 
-def _docstrings(tree: ast.AST) -> set[int]:
-    bodies = [node.body for node in ast.walk(tree)
-              if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)]
-    return {id(body[0].value) for body in bodies
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)}
-
-
 def modules_writing(text: str, root: Path) -> list[str]:
     """Modules under `root` with a string literal (docstrings aside) that holds `text`."""
     found = []
     for path in _source_files(root):
         tree = ast.parse(path.read_text(), str(path))
-        docstrings = _docstrings(tree)
+        docstrings = docstring_constants(tree)
         if any(isinstance(node, ast.Constant) and isinstance(node.value, str) and text in node.value
                and id(node) not in docstrings for node in ast.walk(tree)):
             found.append(str(path.relative_to(root)))
@@ -71,7 +65,7 @@ def test_the_search_finds_a_second_copy(tmp_path: Path):
 
 
 def test_every_esp_but_smtp_has_a_webhook():
-    without = {name for name, esp in ESPS.items() if esp.webhook is None}
+    without = {name for name, esp in ESPS.items() if esp.webhook_module is None}
     assert without == ESPS_WITHOUT_WEBHOOK
     assert set(esps_with_webhooks()) == set(ESPS) - ESPS_WITHOUT_WEBHOOK
 

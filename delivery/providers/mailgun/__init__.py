@@ -3,7 +3,7 @@ message id as a `v:` variable (base.MESSAGE_ID_KEY), and its JSON webhooks (sign
 verifies, webhook.py builds the verifier and its replay guard from settings and normalises the
 events).
 
-Only `ESP` is defined here; its callables import the modules (see ses/__init__.py).
+Only `ESP` is defined here; it imports the modules when asked (see ses/__init__.py).
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 from django.conf import settings
 
 from delivery.providers.base import Esp, Provider
-from delivery.providers.webhooks import EspWebhook
 
 
 def build_provider() -> Provider:
@@ -26,10 +25,4 @@ def build_provider() -> Provider:
     )
 
 
-def webhook() -> EspWebhook:
-    from delivery.providers.mailgun.webhook import WEBHOOK
-
-    return WEBHOOK
-
-
-ESP = Esp(name="mailgun", build_provider=build_provider, webhook=webhook)
+ESP = Esp(name="mailgun", build_provider=build_provider, webhook_module="delivery.providers.mailgun.webhook")

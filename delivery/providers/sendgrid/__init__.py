@@ -2,7 +2,7 @@
 arg (base.MESSAGE_ID_KEY), and its Signed Event Webhook (signature.py verifies, webhook.py builds
 the verifier from settings and normalises the events).
 
-Only `ESP` is defined here; its callables import the modules (see ses/__init__.py).
+Only `ESP` is defined here; it imports the modules when asked (see ses/__init__.py).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 from django.conf import settings
 
 from delivery.providers.base import Esp, Provider
-from delivery.providers.webhooks import EspWebhook
 
 
 def build_provider() -> Provider:
@@ -24,10 +23,5 @@ def build_provider() -> Provider:
     )
 
 
-def webhook() -> EspWebhook:
-    from delivery.providers.sendgrid.webhook import WEBHOOK
-
-    return WEBHOOK
-
-
-ESP = Esp(name="sendgrid", build_provider=build_provider, webhook=webhook)
+ESP = Esp(name="sendgrid", build_provider=build_provider,
+          webhook_module="delivery.providers.sendgrid.webhook")

@@ -2,7 +2,7 @@
 a message tag (base.MESSAGE_ID_KEY), and its events through SNS (sns.py and sns_certs.py verify
 the signature, webhook.py builds the verifier from settings and normalises the events).
 
-Only `ESP` is defined here; its callables import the modules, so importing the registry imports
+Only `ESP` is defined here; it imports the modules when asked, so importing the registry imports
 neither boto3 nor the verifiers' crypto.
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 from django.conf import settings
 
 from delivery.providers.base import Esp, Provider
-from delivery.providers.webhooks import EspWebhook
 
 
 def build_provider() -> Provider:
@@ -30,10 +29,4 @@ def build_provider() -> Provider:
     )
 
 
-def webhook() -> EspWebhook:
-    from delivery.providers.ses.webhook import WEBHOOK
-
-    return WEBHOOK
-
-
-ESP = Esp(name="ses", build_provider=build_provider, webhook=webhook)
+ESP = Esp(name="ses", build_provider=build_provider, webhook_module="delivery.providers.ses.webhook")
