@@ -113,6 +113,12 @@ def celery_worker(role: str, env: dict[str, str], log_dir: Path, concurrency: in
     return ManagedProcess(f"worker-{role}", argv, env, log_dir)
 
 
+def ops_worker(env: dict[str, str], log_dir: Path, concurrency: int = 2) -> ManagedProcess:
+    """The ops pool: the status, webhook and maintenance queues (fan-outs, webhook processing)."""
+    env = {**env, "NOTIFIER_WORKER_OPS_CONCURRENCY": str(concurrency)}
+    return ManagedProcess("worker-ops", [sys.executable, "-m", "core.worker", "ops"], env, log_dir)
+
+
 def scheduler(env: dict[str, str], log_dir: Path, name: str = "scheduler") -> ManagedProcess:
     argv = [sys.executable, "manage.py", "run_scheduler", "--interval", "0.5"]
     return ManagedProcess(name, argv, env, log_dir)

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import ast
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
 from django.apps import apps
 from django.db.migrations.loader import MigrationLoader
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.source import ROOT, layers, python_files
+
 APPS = ["analytics", "campaigns", "transactional", "scheduling", "feedback", "delivery",
         "audience", "templates", "clients", "core"]
 LEDGER = ROOT / "delivery" / "services" / "ledger"
@@ -33,9 +33,7 @@ IMPORTS_MESSAGE_TABLE = (
 
 
 def _modules() -> list[Path]:
-    return sorted(
-        path for app in APPS for path in (ROOT / app).rglob("*.py") if "migrations" not in path.parts
-    )
+    return python_files(APPS)
 
 
 def _message_status_writes(source: str) -> list[str]:
@@ -100,14 +98,7 @@ def test_no_app_imports_another_inside_a_function(app: str):
 
 # --- Relations and migrations point down the layers too ----------------------------------------
 
-def _layers() -> list[str]:
-    """pyproject.toml's layers contract, top (0) to bottom."""
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    contract = next(c for c in config["tool"]["importlinter"]["contracts"] if c["id"] == "layers")
-    return contract["layers"]
-
-
-LAYER = {app: index for index, app in enumerate(_layers())}
+LAYER = {app: index for index, app in enumerate(layers())}
 
 # Model relations that point up a layer on purpose: "<app>.<Model>.<field>" -> why. Each names
 # campaigns.Campaign from a lower app; removing one would need a data migration. Django's

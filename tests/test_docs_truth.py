@@ -28,24 +28,17 @@ import core.redis_client
 from core.priorities import ALL_QUEUES, Priority
 from core.worker import worker_argv
 from notifier.renamed_env import RENAMED, adopt_renamed_variables
+from tests.support.source import ROOT, docstring_constants, layers, python_files
 
-ROOT = Path(__file__).resolve().parent.parent
-# The packages that run in production, top to bottom (pyproject.toml's layers).
-PACKAGES = ["notifier", "devtools", "analytics", "campaigns", "transactional", "scheduling", "feedback",
-            "delivery", "audience", "templates", "clients", "core"]
+PACKAGES = layers()  # the packages that run in production, top to bottom
 PROCESS_FILES = [ROOT / "Procfile", ROOT / "docker-compose.yml"]
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 README = ROOT / "README.md"
 CONTRIBUTING = ROOT / "docs" / "contributing.md"
 
 
-def _python_files(dirs: Iterable[str], *, migrations: bool = False) -> list[Path]:
-    return sorted(path for d in dirs for path in (ROOT / d).rglob("*.py")
-                  if migrations or "migrations" not in path.parts)
-
-
 def _production_python(*, migrations: bool = False) -> list[Path]:
-    return [*_python_files(PACKAGES, migrations=migrations), ROOT / "manage.py"]
+    return [*python_files(PACKAGES, migrations=migrations), ROOT / "manage.py"]
 
 
 @cache
@@ -110,20 +103,10 @@ def _is_redis_key_call(node: ast.AST) -> bool:
         isinstance(func, ast.Attribute) and func.attr == "redis_key")
 
 
-def _docstring_nodes(tree: ast.Module) -> set[int]:
-    nodes = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
-            first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-                nodes.add(id(first.value))
-    return nodes
-
-
 def key_families_in(tree: ast.Module, prefix: str = "notifier") -> tuple[list[str], list[str]]:
     """(families, unreadable calls) of one module: `redis_key(...)` calls, and string literals
     outside docstrings that hard-code a `<prefix>:` key."""
-    constants, docstrings = _constant_tuples(tree), _docstring_nodes(tree)
+    constants, docstrings = _constant_tuples(tree), docstring_constants(tree)
     families, unreadable = [], []
     for node in ast.walk(tree):
         if _is_redis_key_call(node):
@@ -346,7 +329,7 @@ def _process_file_variables() -> dict[str, str]:
 def variables_read(dirs: Iterable[str] | None = None) -> dict[str, str]:
     """Each variable read, with one file that reads it: the production code and its process
     files by default, else the Python under `dirs`."""
-    paths = _production_python() if dirs is None else _python_files(dirs, migrations=True)
+    paths = _production_python() if dirs is None else python_files(dirs, migrations=True)
     found = _process_file_variables() if dirs is None else {}
     for path, tree in _parsed(paths):
         for name in variables_read_in(tree):

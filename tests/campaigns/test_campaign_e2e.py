@@ -5,7 +5,6 @@ SMTP server on 127.0.0.1. Every test counts lost and duplicate deliveries per re
 from __future__ import annotations
 
 import signal
-import sys
 import time
 from collections import Counter
 from datetime import timedelta
@@ -62,9 +61,7 @@ def campaign_template(db):
 
 
 def _workers(spawn, env, tmp_path, send_concurrency: int = 2) -> processes.ManagedProcess:
-    ops = spawn(processes.ManagedProcess(
-        "worker-ops", [sys.executable, "-m", "core.worker", "ops"],
-        {**env, "NOTIFIER_WORKER_OPS_CONCURRENCY": "1"}, tmp_path))
+    ops = spawn(processes.ops_worker(env, tmp_path, concurrency=1))
     send = spawn(processes.celery_worker("normal", env, tmp_path, concurrency=send_concurrency))
     ops.wait_for_log("ready.", timeout=60)
     send.wait_for_log("ready.", timeout=60)

@@ -7,7 +7,6 @@ before its time (no SMTP delivery before the due instant; `send_started_at >= sc
 
 from __future__ import annotations
 
-import sys
 import time
 from collections import Counter
 from datetime import datetime, timedelta
@@ -73,9 +72,7 @@ def _action(live_server, key: str, campaign: Campaign, action: str) -> str:
 
 def _start(spawn, env, tmp_path, **extra: str) -> None:
     env = {**env, **extra}
-    ops = spawn(processes.ManagedProcess(
-        "worker-ops", [sys.executable, "-m", "core.worker", "ops"],
-        {**env, "NOTIFIER_WORKER_OPS_CONCURRENCY": "1"}, tmp_path))
+    ops = spawn(processes.ops_worker(env, tmp_path, concurrency=1))
     send = spawn(processes.celery_worker("normal", env, tmp_path, concurrency=2))
     scheduler = spawn(processes.scheduler(env, tmp_path))
     ops.wait_for_log("ready.", timeout=60)

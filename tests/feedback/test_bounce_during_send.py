@@ -19,7 +19,6 @@ from delivery.services.dispatch import messages_enqueue
 from testkit import processes
 from tests.feedback import samples
 from tests.feedback.helpers import campaign, sent_messages
-from tests.feedback.procs import ops_worker
 
 pytestmark = pytest.mark.e2e
 Status = EmailMessage.Status
@@ -46,7 +45,7 @@ def test_no_send_to_an_address_after_its_hard_bounce_commits(
         EmailMessage.objects.filter(pk=message.pk).update(recipient=address)
     env = {**process_env, "NOTIFIER_FAULT_PAUSE_AFTER_CLAIM": "2.0", "NOTIFIER_WORKER_P2_CONCURRENCY": "1"}
     spawn(processes.celery_worker("normal", env, tmp_path)).wait_for_log("ready.", timeout=60)
-    ops = ops_worker(process_env, tmp_path, concurrency=1)
+    ops = processes.ops_worker(process_env, tmp_path, concurrency=1)
     spawn(ops).wait_for_log("ready.", timeout=60)
     ids = [m.id for m in messages]
     messages_enqueue(message_ids=ids[:500], priority=2)  # the last batch joins later (below)

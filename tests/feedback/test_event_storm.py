@@ -15,10 +15,10 @@ import requests
 from audience.models import Suppression
 from delivery.models import EmailMessage
 from feedback.models import CampaignEventCounter, EmailEvent, WebhookDelivery
+from testkit import processes
 from testkit.waiting import wait_for as wait_until
 from tests.feedback import samples
 from tests.feedback.helpers import T0, campaign, sent_messages
-from tests.feedback.procs import ops_worker
 
 pytestmark = pytest.mark.e2e
 Status = EmailMessage.Status
@@ -63,7 +63,7 @@ def test_each_event_delivered_1_to_40_times_shuffled_counts_once(
                                            when=T0 + timedelta(seconds=offset), event_id=f"sg-{m.id}-{kind}")
             copies += [event] * rng.randint(1, 40)
     rng.shuffle(copies)
-    worker = spawn(ops_worker(process_env, tmp_path))
+    worker = spawn(processes.ops_worker(process_env, tmp_path))
     worker.wait_for_log("ready.", timeout=60)
     for start in range(0, len(copies), 500):
         body = json.dumps(copies[start:start + 500]).encode()
