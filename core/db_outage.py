@@ -54,6 +54,10 @@ def database_unavailable(exc: BaseException) -> bool:
     """True if `exc` says the database cannot be reached now (worth waiting for), False if it
     says something about the statement or the data (retrying would fail the same way).
 
+    Narrower than `core.api.errors.is_outage`, on purpose: that one decides what a client is
+    answered 503 for (a statement timeout too: "retry later" is the right answer to a client),
+    this one what work waits out before running again.
+
     psycopg2 reports a connection lost mid-statement as `OperationalError` or, from some calls,
     as the bare `DatabaseError` ("server closed the connection unexpectedly"), in both cases
     without an SQLSTATE: the server never answered. Subclasses that carry a verdict on the
