@@ -24,10 +24,18 @@ from testkit.ports import free_port
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.solo]
 
 
+# Half the day's own P0/P1 rates (20/s and 50/s, which bench/million_day.py keeps): on a CI host
+# about twice as slow per request as the one the figures in docs/benchmarks.md come from, those
+# two streams alone took ~1.5 of the 2 cores, the P1 queue and the campaign fell behind the 170 s
+# bound and the run counted 1,148 rows "pending at stop". The faults, not the throughput, are
+# what this test is for; the rates leave the slower host a core for the campaign.
+P0_RATE, P1_RATE = 10, 25
+
+
 @pytest.mark.parametrize("broker", ["redis", "amqp"])
 def test_small_million_day_loses_nothing_and_keeps_the_p0_sla(broker, transactional_db, tmp_path):
     config = Config(
-        recipients=20_000, p0_rate=20, p1_rate=50, scheduled=300,
+        recipients=20_000, p0_rate=P0_RATE, p1_rate=P1_RATE, scheduled=300,
         scheduled_first_due=10, scheduled_last_due=40, kill_interval=10,
         refuse_at=15, refuse_seconds=15, redis_restart_at=35, max_seconds=170, drain_seconds=30,
         warm_up_seconds=3,
