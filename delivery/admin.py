@@ -1,4 +1,5 @@
-"""Admin: messages (with reconciliation), dead letters (requeue), run-time rate limits.
+"""Admin: messages (with reconciliation), the ambiguity log, dead letters (requeue), run-time
+rate limits.
 
 Actions are one-liners over the same services the tasks and commands use.
 """
@@ -9,7 +10,14 @@ from django.contrib import admin, messages
 from django.db.models import Q
 
 from core.admin_tools import LargeTableAdmin
-from delivery.models import DeadLetter, DeliveryAttempt, EmailMessage, RateLimit
+from delivery.models import (
+    AmbiguityRecord,
+    DeadLetter,
+    DeliveryAttempt,
+    EmailMessage,
+    ProviderEventCoverage,
+    RateLimit,
+)
 from delivery.services.dead_letters import dead_letter_requeue
 from delivery.services.reconcile import message_reconcile
 
@@ -70,6 +78,25 @@ class DeadLetterAdmin(LargeTableAdmin):
     def requeue(self, request, queryset) -> None:
         done = sum(dead_letter_requeue(dead_letter_id=d.id) for d in queryset)
         self.message_user(request, f"{done} dead letters requeued", messages.SUCCESS)
+
+
+@admin.register(AmbiguityRecord)
+class AmbiguityRecordAdmin(LargeTableAdmin):
+    """The ambiguity log (decision 89): read only, written by the send path and the recovery."""
+
+    list_display = ("id", "message_id", "kind", "reason", "provider", "created_at")
+    list_filter = ("kind", "reason", "provider")
+    search_fields = ("=message_id",)
+    readonly_fields = ("message_id", "kind", "reason", "provider", "evidence", "created_at")
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+
+@admin.register(ProviderEventCoverage)
+class ProviderEventCoverageAdmin(admin.ModelAdmin):
+    list_display = ("provider", "sent_until", "updated_at")
+    readonly_fields = ("provider", "sent_until", "updated_at")
 
 
 @admin.register(RateLimit)

@@ -187,3 +187,45 @@ class RateLimit(models.Model):
 
     def __str__(self) -> str:
         return f"{self.scope}:{self.name} {self.per_second}/s"
+
+
+class AmbiguityRecord(models.Model):
+    """One step in the life of an AMBIGUOUS send, with its evidence (decision 89).
+
+    A row is written when a send becomes AMBIGUOUS (`held`, with why) and when it is settled:
+    `settled` (the ESP's own record proves it took the message), `resent` (no event came from a
+    provider whose events cover later sends: it never arrived) or `requeued` (an operator said
+    so). The message's id, not a foreign key: the log outlives nothing it describes and costs
+    the send path no constraint check.
+    """
+
+    class Kind(models.TextChoices):
+        HELD = "held"
+        SETTLED = "settled"
+        RESENT = "resent"
+        REQUEUED = "requeued"
+
+    message_id = models.BigIntegerField(db_index=True)
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    # held: worker_lost | no_answer | provider_raised; settled: esp_event | operator;
+    # resent: no_event_in_window | operator_resend_enabled; requeued: operator.
+    reason = models.CharField(max_length=40)
+    provider = models.CharField(max_length=20, blank=True, default="")
+    evidence = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"message {self.message_id}: {self.kind} ({self.reason})"
+
+
+class ProviderEventCoverage(models.Model):
+    """How far a provider's event webhooks have reached: the latest hand-off instant of a message
+    one of whose events has arrived from it. An AMBIGUOUS send handed over well before that
+    instant, with no event of its own, is evidence the provider never took it (decision 89)."""
+
+    provider = models.CharField(max_length=20, primary_key=True)
+    sent_until = models.DateTimeField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.provider}: events cover sends until {self.sent_until:%Y-%m-%d %H:%M:%S}"

@@ -12,8 +12,9 @@ from django.db.models import QuerySet
 
 from core.priorities import Priority
 from core.redis_client import get_redis
-from delivery.models import DeadLetter, EmailMessage
+from delivery.models import AmbiguityRecord, DeadLetter, EmailMessage
 from delivery.providers import provider_order
+from delivery.services.ambiguity import next_step, resend_policies
 from delivery.services.circuit_breaker import events_key, state_key
 from delivery.services.provider_faults import fault_key
 
@@ -89,3 +90,40 @@ def queue_backlogs(*, now: datetime) -> dict[Priority, QueueBacklog]:
         age = round(max(0.0, (now - oldest).total_seconds()), 3) if oldest else None
         backlogs[priority] = QueueBacklog(pending, processing, age)
     return backlogs
+
+
+# Age buckets of the rows still AMBIGUOUS (upper bounds in seconds), for the dashboard and API.
+AMBIGUOUS_AGES = ((300, "under 5 min"), (3600, "5-60 min"), (86400, "1-24 h"), (None, "over 24 h"))
+AMBIGUOUS_LISTED = 50
+
+
+def ambiguous_summary(messages: QuerySet[EmailMessage], *, now: datetime) -> dict:
+    """The AMBIGUOUS rows of `messages` (already scoped to a client, or all) by reason, provider
+    and age, with what will happen to each (delivery/services/ambiguity.py), oldest first."""
+    rows = list(messages.filter(status=EmailMessage.Status.AMBIGUOUS).order_by("send_started_at")
+                .values_list("id", "recipient", "provider", "send_started_at")[:10_000])
+    reasons = _held_reasons([pk for pk, *_ in rows])
+    policies = resend_policies({provider for _, _, provider, _ in rows if provider}, now)
+    groups: dict[tuple[str, str], dict] = {}
+    ages = dict.fromkeys((label for _, label in AMBIGUOUS_AGES), 0)
+    listed = []
+    for pk, recipient, provider, started in rows:
+        age = (now - started).total_seconds() if started else 0.0
+        reason = reasons.get(pk, "unrecorded")
+        group = groups.setdefault((reason, provider), {
+            "reason": reason, "provider": provider, "count": 0, "oldest_seconds": round(age),
+            "next_step": next_step(provider, policies.get(provider))})
+        group["count"] += 1
+        ages[next(label for bound, label in AMBIGUOUS_AGES if bound is None or age < bound)] += 1
+        if len(listed) < AMBIGUOUS_LISTED:
+            listed.append({"id": pk, "recipient": recipient, "provider": provider, "reason": reason,
+                           "age_seconds": round(age)})
+    return {"total": len(rows), "by_reason": list(groups.values()),
+            "by_age": [{"age": label, "count": n} for label, n in ages.items()], "oldest": listed}
+
+
+def _held_reasons(message_ids: list[int]) -> dict[int, str]:
+    """Each message's latest reason for being held (the ambiguity log)."""
+    records = (AmbiguityRecord.objects.filter(message_id__in=message_ids, kind=AmbiguityRecord.Kind.HELD)
+               .order_by("message_id", "-id").distinct("message_id").values_list("message_id", "reason"))
+    return dict(records)

@@ -37,31 +37,36 @@ def defer_delay(wait: float | None, priority: int = 0) -> float:
     return min(settings.NOTIFIER_RETRY_CAP_SECONDS, base + random.uniform(0, base * 0.2))
 
 
-def _follow_up(report: BatchReport, priority: int, attempt: int) -> None:
+def _follow_up(report: BatchReport, priority: int, attempt: int, pinned: str = "") -> None:
+    """What the batch left over comes back as new tasks, keeping the batch's pin."""
     if report.retry_ids:
         delay = retry_delay(attempt, report.retry_after_seconds)
         messages_enqueue(message_ids=report.retry_ids, priority=priority, countdown=delay,
-                         attempt=attempt + 1)
+                         attempt=attempt + 1, pinned=pinned)
     if report.deferred_ids:
         messages_enqueue(message_ids=report.deferred_ids, priority=priority,
-                         countdown=defer_delay(report.defer_seconds, priority), attempt=attempt)
+                         countdown=defer_delay(report.defer_seconds, priority), attempt=attempt,
+                         pinned=pinned)
     for message_id in report.split_ids:
-        messages_enqueue(message_ids=[message_id], priority=priority, attempt=attempt)
+        messages_enqueue(message_ids=[message_id], priority=priority, attempt=attempt, pinned=pinned)
     if report.republish_ids:
-        messages_enqueue(message_ids=report.republish_ids, priority=priority, attempt=attempt)
+        messages_enqueue(message_ids=report.republish_ids, priority=priority, attempt=attempt,
+                         pinned=pinned)
 
 
 @shared_task(name="delivery.send_batch", bind=True, ignore_result=True)
-def send_batch(self, message_ids: list[int], priority: int, attempt: int = 0) -> str:
+def send_batch(self, message_ids: list[int], priority: int, attempt: int = 0, pinned: str = "") -> str:
     """Send a batch; transient failures come back as a new task after a short backoff.
+    `pinned` names the only provider to use (the re-send of an AMBIGUOUS row: decision 89).
 
     The summary is a string: Celery reprs every return value for its log line, and its repr
     of a dict cost ~0.1 ms per task in the critical pool (docs/decisions.md 55)."""
-    if len(message_ids) == 1 and priority <= Priority.HIGH and settings.NOTIFIER_SEND_ONE_LEAN:
+    lean = len(message_ids) == 1 and priority <= Priority.HIGH and settings.NOTIFIER_SEND_ONE_LEAN
+    if lean and not pinned:
         report = message_send_one(message_id=message_ids[0], token=self.request.id)
     else:
         report = message_batch_send(message_ids=message_ids, token=self.request.id,
-                                    priority=priority)
-    _follow_up(report, priority, attempt)
+                                    priority=priority, pinned=pinned)
+    _follow_up(report, priority, attempt, pinned)
     return (f"sent={report.sent} failed={report.failed} retry={len(report.retry_ids)} "
             f"deferred={len(report.deferred_ids)} dead={report.dead_lettered}")

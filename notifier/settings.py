@@ -154,6 +154,14 @@ SMTP_TIMEOUT_SECONDS = env.float("NOTIFIER_SMTP_TIMEOUT_SECONDS", default=10.0)
 # this ceiling; one handed over with no answer becomes AMBIGUOUS after the second figure.
 NOTIFIER_CLAIM_LEASE_SECONDS = env.int("NOTIFIER_CLAIM_LEASE_SECONDS", default=120)
 NOTIFIER_AMBIGUOUS_AFTER_SECONDS = env.int("NOTIFIER_AMBIGUOUS_AFTER_SECONDS", default=300)
+# An AMBIGUOUS send is re-sent through its provider once that provider's events have arrived
+# for messages handed over this long after it and none for it (decision 89): the longest an
+# ESP's event may lag behind the events of later messages.
+NOTIFIER_AMBIGUOUS_EVENT_WINDOW_SECONDS = env.int("NOTIFIER_AMBIGUOUS_EVENT_WINDOW_SECONDS", default=600)
+# Providers whose AMBIGUOUS sends are re-sent after that window with no evidence at all (an
+# operator's choice, e.g. "smtp": an SMTP server sends no events, and a message with no reply
+# to DATA may have been taken). Empty: such sends stay held for an operator.
+NOTIFIER_AMBIGUOUS_RESEND_PROVIDERS = env.list("NOTIFIER_AMBIGUOUS_RESEND_PROVIDERS", default=[])
 # A transactional row still QUEUED this long is published again (its task may have been lost):
 # per priority (5 s for P0 .. 300 s for P3), capped by this ceiling, which campaign sweeps use.
 NOTIFIER_REQUEUE_AFTER_SECONDS = env.int("NOTIFIER_REQUEUE_AFTER_SECONDS", default=120)

@@ -1,4 +1,4 @@
-"""POST /api/v1/messages and GET /api/v1/messages/{id}."""
+"""POST /api/v1/messages, GET /api/v1/messages/{id} and GET /api/v1/messages/ambiguous."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from rest_framework.views import APIView
 
 from clients.idempotency import idempotent
 from clients.send_guards import MaySend
-from clients.tenancy import owned_or_404
+from clients.tenancy import owned, owned_or_404
 from core.api.fields import ContextField, SafeEmailField, StrictInputMixin
 from core.priorities import Priority
 from delivery.models import EmailMessage
+from delivery.selectors import ambiguous_summary
 from scheduling.inputs import ScheduleInputSerializer, schedule_resolve
 from templates.services import template_version_for_send
 from transactional.services import message_create
@@ -118,3 +119,49 @@ class MessageDetailApi(APIView):
         queryset = EmailMessage.objects.select_related("template_version__template")
         message = owned_or_404(queryset, request.user, message="No such message.", pk=message_id)
         return Response(self.OutputSerializer(message).data)
+
+
+class AmbiguousGroupSerializer(serializers.Serializer):
+    reason = serializers.CharField(help_text="why it is held: worker_lost | no_answer | provider_raised")
+    provider = serializers.CharField(help_text="the one provider that may have these messages")
+    count = serializers.IntegerField()
+    oldest_seconds = serializers.IntegerField()
+    next_step = serializers.CharField(help_text="what will settle them, in words")
+
+
+class AmbiguousAgeSerializer(serializers.Serializer):
+    age = serializers.CharField()
+    count = serializers.IntegerField()
+
+
+class AmbiguousRowSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    recipient = serializers.EmailField()
+    provider = serializers.CharField()
+    reason = serializers.CharField()
+    age_seconds = serializers.IntegerField()
+
+
+class AmbiguousMessagesApi(APIView):
+    """GET /api/v1/messages/ambiguous: the caller's sends whose outcome is not known yet."""
+
+    required_scope = "send"
+    throttle_scope = "send"
+
+    class OutputSerializer(serializers.Serializer):
+        total = serializers.IntegerField()
+        by_reason = AmbiguousGroupSerializer(many=True)
+        by_age = AmbiguousAgeSerializer(many=True)
+        oldest = AmbiguousRowSerializer(many=True, help_text="the oldest 50")
+
+    @extend_schema(
+        summary="Sends whose outcome is not known yet (AMBIGUOUS), by reason and age",
+        description="A send is AMBIGUOUS when its request may have reached the ESP and no answer "
+                    "came back. Each is settled from the ESP's evidence: an event about it marks "
+                    "it sent; no event while the ESP's events cover later sends re-sends it "
+                    "through the same ESP. `next_step` says which applies.",
+        responses={200: OutputSerializer},
+    )
+    def get(self, request: Request) -> Response:
+        summary = ambiguous_summary(owned(EmailMessage.objects.all(), request.user), now=timezone.now())
+        return Response(self.OutputSerializer(summary).data)

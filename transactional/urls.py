@@ -3,9 +3,10 @@
 from django.urls import path
 
 import core.url_converters  # noqa: F401 - registers <id:...>
-from transactional.api import MessageCreateApi, MessageDetailApi
+from transactional.api import AmbiguousMessagesApi, MessageCreateApi, MessageDetailApi
 
 urlpatterns = [
     path("api/v1/messages", MessageCreateApi.as_view(), name="message-create"),
+    path("api/v1/messages/ambiguous", AmbiguousMessagesApi.as_view(), name="message-ambiguous"),
     path("api/v1/messages/<id:message_id>", MessageDetailApi.as_view(), name="message-detail"),
 ]

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.apps import apps
+from django.utils import timezone
 
 from analytics.selectors.campaign_stats import campaigns_running
 from analytics.selectors.overview import stats_overview
 from delivery.models import EmailMessage
+from delivery.selectors import ambiguous_summary
 
 
 def recent_failures(*, limit: int = 15) -> list[dict[str, Any]]:
@@ -36,4 +38,5 @@ def dashboard_data() -> dict[str, Any]:
         "campaigns": campaigns_running(),
         "failures": recent_failures(),
         "dead_letters": recent_dead_letters(),
+        "ambiguous": ambiguous_summary(EmailMessage.objects.all(), now=timezone.now()),
     }

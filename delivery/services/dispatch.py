@@ -10,12 +10,15 @@ from core.task_publish import tasks_publish
 
 
 def messages_enqueue(
-    *, message_ids: Sequence[int], priority: Priority | int, countdown: float = 0, attempt: int = 0
+    *, message_ids: Sequence[int], priority: Priority | int, countdown: float = 0, attempt: int = 0,
+    pinned: str = "",
 ) -> int:
     """Publish one send task per batch, all in one broker round trip on the direct Redis path;
-    returns the number of tasks published."""
+    returns the number of tasks published. `pinned`: the one provider the tasks may use."""
     size = batch_size_for(priority)
-    batches = [(list(message_ids[start:start + size]), int(priority), attempt)
+    # The pin only when there is one: every other task keeps its three arguments.
+    extra = (pinned,) if pinned else ()
+    batches = [(list(message_ids[start:start + size]), int(priority), attempt, *extra)
                for start in range(0, len(message_ids), size)]
     return tasks_publish("delivery.send_batch", args_list=batches, queue=queue_for(priority),
                          countdown=countdown)

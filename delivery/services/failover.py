@@ -33,8 +33,10 @@ from delivery.services.rate_limits import provider_throttled
 
 logger = logging.getLogger(__name__)
 ResultsHook = Callable[[str, list[SendResult]], None]
+HandOverHook = Callable[[str, list[OutgoingEmail]], None]
 Admission = Callable[[str, list[OutgoingEmail]], tuple[list[OutgoingEmail], float]]
 THROTTLED_CODE = "429"
+PROVIDER_RAISED = "provider raised"  # the error of every email an adapter's exception held
 
 
 @dataclass
@@ -50,13 +52,19 @@ def _admit_all(name: str, emails: list[OutgoingEmail]) -> tuple[list[OutgoingEma
 
 
 def emails_send_with_failover(
-    *, emails: Sequence[OutgoingEmail], on_results: ResultsHook, admit: Admission = _admit_all
+    *, emails: Sequence[OutgoingEmail], on_results: ResultsHook, admit: Admission = _admit_all,
+    order: Sequence[str] | None = None, on_hand_over: HandOverHook | None = None,
 ) -> FailoverOutcome:
+    """`order`: the providers to try (default: NOTIFIER_PROVIDERS; a re-send of an AMBIGUOUS
+    row names only the provider that may have it). The hand-off mark named `order[0]`; before
+    any other provider is offered emails, `on_hand_over(name, emails)` records it, so an
+    AMBIGUOUS row always names the one ESP that may have it (decision 89)."""
     outcome = FailoverOutcome()
     pending = list(emails)
     counted: set[int] = set()
     skipped_waits: list[float] = []
-    for name in provider_order():
+    order = list(order or provider_order())
+    for name in order:
         if not pending:
             break
         decision, breaker_wait = breaker_check(provider=name)
@@ -73,6 +81,8 @@ def emails_send_with_failover(
         if not admitted:
             pending = []
             break
+        if on_hand_over is not None and name != order[0]:
+            on_hand_over(name, admitted)
         screened = results_screen(provider=name, emails=admitted, results=_call(name, admitted))
         results = screened.results
         _feed_breaker(name, results, fault=screened.fault)
@@ -84,7 +94,7 @@ def emails_send_with_failover(
         pending = _transient(admitted, results, counted, outcome)
     outcome.failed = [e for e in pending if e.message_id in counted]
     outcome.deferred += [e for e in pending if e.message_id not in counted]
-    if pending and skipped_waits and len(skipped_waits) == len(provider_order()):
+    if pending and skipped_waits and len(skipped_waits) == len(order):
         _note_wait(outcome, min(skipped_waits))  # every breaker open: back when the first probes
     return outcome
 
@@ -99,7 +109,7 @@ def _call(name: str, emails: list[OutgoingEmail]) -> list[SendResult]:
         return get_provider(name).send_batch(emails)
     except Exception as exc:
         logger.exception("provider %s raised; holding %d messages as ambiguous", name, len(emails))
-        error = f"provider raised {type(exc).__name__}: {exc}"[:500]
+        error = f"{PROVIDER_RAISED} {type(exc).__name__}: {exc}"[:500]
         return [SendResult(e.message_id, Outcome.AMBIGUOUS, error=error) for e in emails]
 
 

@@ -2,7 +2,8 @@
 
 Run every few seconds by the scheduler process. Claims abandoned before the hand-off go back to
 their queue (safe: nothing reached a provider); sends handed over with no recorded answer become
-AMBIGUOUS (unsafe to repeat; reconciled from webhooks or a provider lookup).
+AMBIGUOUS (unsafe to repeat blindly), and AMBIGUOUS rows are settled from the ESP's evidence
+(delivery/services/ambiguity.py).
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from core.broker_queues import BrokerRunWatch, broker_depths
 from core.priorities import SEND_QUEUES, Priority, claim_lease_seconds, queue_for, requeue_after_seconds
 from delivery.services import ledger
+from delivery.services.ambiguity import ambiguity_held, ambiguous_messages_resolve
 from delivery.services.dispatch import messages_enqueue_by_priority
 
 logger = logging.getLogger(__name__)
@@ -28,6 +31,7 @@ class RecoveryReport:
     requeued: int
     orphans: int
     ambiguous: int
+    resent: int = 0  # AMBIGUOUS rows the evidence says never arrived (delivery/services/ambiguity.py)
 
 
 def _cutoffs(now: datetime, seconds_for: Callable[[Priority, float], float],
@@ -75,8 +79,11 @@ def stalled_messages_recover() -> RecoveryReport:
         messages_enqueue_by_priority(orphans)
         logger.warning("re-published %d queued messages whose task may be lost", len(orphans))
     ambiguous_after = timedelta(seconds=settings.NOTIFIER_AMBIGUOUS_AFTER_SECONDS)
-    ambiguous = ledger.stalled_sends_mark_ambiguous(started_before=now - ambiguous_after)
-    if ambiguous:
-        logger.warning("%d sends have no provider answer; held as AMBIGUOUS", ambiguous)
+    with transaction.atomic():
+        stalled = ledger.stalled_sends_mark_ambiguous(started_before=now - ambiguous_after)
+        ambiguity_held(rows=stalled, reason="worker_lost")
+    if stalled:
+        logger.warning("%d sends have no provider answer; held as AMBIGUOUS", len(stalled))
+    resolved = ambiguous_messages_resolve(now=now)
     return RecoveryReport(requeued=len(released), orphans=len(orphans) + len(lost_with_broker),
-                          ambiguous=ambiguous)
+                          ambiguous=len(stalled), resent=resolved.resent)

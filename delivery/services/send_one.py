@@ -31,6 +31,7 @@ from functools import partial
 from core.db_outage import hold_through_outage
 from delivery import signals
 from delivery.models import EmailMessage
+from delivery.providers import provider_order
 from delivery.providers.base import Outcome, SendResult
 from delivery.services import ledger
 from delivery.services.dead_letters import messages_dead_letter
@@ -60,7 +61,9 @@ def message_send_one(*, message_id: int, token: str) -> BatchReport:
     emails = render_claimed([claimed], token, report)  # [] when it failed to render (FAILED)
     if not emails:
         return report
-    if not hand_off_held(partial(ledger.message_mark_started, message_id=claimed.id, token=token)):
+    started = partial(ledger.message_mark_started, message_id=claimed.id, token=token,
+                      provider=provider_order()[0])
+    if not hand_off_held(started):
         report.republish_ids = [claimed.id]  # its claim was lost or taken back: see BatchReport
         return report
     send_with_failover(emails, token, report, {claimed.id: claimed.attempts},

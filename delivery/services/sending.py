@@ -22,6 +22,7 @@ from itertools import chain
 from typing import TypeVar
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 from redis.exceptions import RedisError
 
@@ -31,10 +32,12 @@ from core.redis_client import get_redis, redis_key
 from delivery import signals
 from delivery.extensions import SendableMessage, message_headers
 from delivery.models import DeliveryAttempt, EmailMessage
+from delivery.providers import provider_order
 from delivery.providers.base import Outcome, OutgoingEmail, SendResult
 from delivery.services import ledger
+from delivery.services.ambiguity import ambiguity_held
 from delivery.services.dead_letters import messages_dead_letter
-from delivery.services.failover import emails_send_with_failover
+from delivery.services.failover import PROVIDER_RAISED, emails_send_with_failover
 from delivery.services.ledger import ClaimedMessage
 from delivery.services.provider_faults import recorded_error
 from delivery.services.rate_limits import emails_admit
@@ -77,12 +80,16 @@ class BatchReport:
     republish_ids: list[int] = field(default_factory=list)
 
 
-def message_batch_send(*, message_ids: Sequence[int], token: str, priority: int | None = None) -> BatchReport:
+def message_batch_send(
+    *, message_ids: Sequence[int], token: str, priority: int | None = None, pinned: str = ""
+) -> BatchReport:
     """Send a batch; `priority` (the task's) lets a bulk (P3) batch's first delivery claim and
-    hand over in one write."""
+    hand over in one write. `pinned`: the only provider to offer them to (the re-send of an
+    AMBIGUOUS row goes where the first one may have gone, never to a second ESP)."""
     report = BatchReport()
+    providers = [pinned] if pinned else provider_order()
     first = priority in HAND_OFF_AT_CLAIM and _first_delivery(token)
-    if first and _send_claimed_at_hand_off(message_ids, token, report):
+    if first and _send_claimed_at_hand_off(message_ids, token, report, providers):
         return report
     claimed = ledger.messages_claim_for_send(message_ids=message_ids, token=token)
     if not claimed:
@@ -96,12 +103,13 @@ def message_batch_send(*, message_ids: Sequence[int], token: str, priority: int 
     messages = _drop_suppressed(messages, token, report)
     emails = render_claimed(messages, token, report)
     ids = [e.message_id for e in emails]
-    started = hand_off_held(partial(ledger.messages_mark_started, message_ids=ids, token=token))
+    started = hand_off_held(partial(ledger.messages_mark_started, message_ids=ids, token=token,
+                                    provider=providers[0]))
     report.republish_ids = [email.message_id for email in emails if email.message_id not in started]
     emails = [email for email in emails if email.message_id in started]
     if emails:
         attempts = {m.id: m.attempts for m in claimed}
-        send_with_failover(emails, token, report, attempts)
+        send_with_failover(emails, token, report, attempts, providers=providers)
     return report
 
 
@@ -116,7 +124,9 @@ def _first_delivery(token: str) -> bool:
         return False
 
 
-def _send_claimed_at_hand_off(message_ids: Sequence[int], token: str, report: BatchReport) -> bool:
+def _send_claimed_at_hand_off(
+    message_ids: Sequence[int], token: str, report: BatchReport, providers: list[str]
+) -> bool:
     """Render the QUEUED rows unclaimed, then claim + hand over in one write; False (nothing
     written) when a row needs the classic path: bulk rows only, and a row that
     this claim would take past its attempt limit is dead-lettered there (poison guard)."""
@@ -130,13 +140,14 @@ def _send_claimed_at_hand_off(message_ids: Sequence[int], token: str, report: Ba
     gone = [m.id for m in messages if m.contact_gone]
     emails, broken = _render_each([m for m in messages if not m.contact_gone])
     ids = [e.message_id for e in emails]
-    claimed = hand_off_held(partial(ledger.messages_claim_hand_off, message_ids=ids, token=token))
+    claimed = hand_off_held(partial(ledger.messages_claim_hand_off, message_ids=ids, token=token,
+                                    provider=providers[0]))
     report.suppressed += sum(1 for status, _ in claimed.values() if status == Status.SUPPRESSED)
     _unsendable_finish(broken, gone, token, report)
     emails = [e for e in emails if claimed.get(e.message_id, ("", 0))[0] == Status.SENDING]
     if emails:
         attempts = {pk: count for pk, (_, count) in claimed.items()}
-        send_with_failover(emails, token, report, attempts)
+        send_with_failover(emails, token, report, attempts, providers=providers)
     return True
 
 
@@ -286,12 +297,19 @@ def results_recorder(token: str, report: BatchReport) -> Recorder:
 
 def send_with_failover(
     emails: list[OutgoingEmail], token: str, report: BatchReport, attempts: dict[int, int],
-    record: Recorder | None = None,
+    record: Recorder | None = None, providers: list[str] | None = None,
 ) -> None:
-    """Providers in order (failover service), each one's verdicts to `record` (default:
-    `results_recorder`); then retry, defer or dead-letter what is left."""
+    """`providers` in order (failover service; default NOTIFIER_PROVIDERS), each one's verdicts
+    to `record` (default: `results_recorder`); then retry, defer or dead-letter what is left."""
     record = record or results_recorder(token, report)
-    outcome = emails_send_with_failover(emails=emails, on_results=record, admit=emails_admit)
+
+    def hand_over(name: str, offered: list[OutgoingEmail]) -> None:
+        ids = [email.message_id for email in offered]
+        mark = partial(ledger.messages_mark_provider, message_ids=ids, token=token, provider=name)
+        hold_through_outage(mark, what=f"recording the hand-over to {name}")
+
+    outcome = emails_send_with_failover(emails=emails, on_results=record, admit=emails_admit,
+                                        order=providers, on_hand_over=hand_over)
     if outcome.deferred:
         ids = [email.message_id for email in outcome.deferred]
         reason = "throttled or every provider unavailable"
@@ -332,11 +350,23 @@ def _record_results(name: str, results: list[SendResult], token: str, report: Ba
         by_outcome[result.outcome].append(result)
     accepted = {r.message_id: r.provider_message_id for r in by_outcome[Outcome.ACCEPTED]}
     report.sent += ledger.messages_mark_sent(provider_ids=accepted, provider=name, token=token)
-    for outcome, status in ((Outcome.PERMANENT, Status.FAILED), (Outcome.AMBIGUOUS, Status.AMBIGUOUS)):
-        for error, ids in _group_by_error(by_outcome[outcome]).items():
-            changed = ledger.messages_mark_final(message_ids=ids, token=token, status=status, error=error)
-            report.failed += changed if status == Status.FAILED else 0
-            report.ambiguous += changed if status == Status.AMBIGUOUS else 0
+    for error, ids in _group_by_error(by_outcome[Outcome.PERMANENT]).items():
+        report.failed += ledger.messages_mark_final(message_ids=ids, token=token, status=Status.FAILED,
+                                                    error=error)
+    for error, ids in _group_by_error(by_outcome[Outcome.AMBIGUOUS]).items():
+        report.ambiguous += _hold_ambiguous(name, ids, token, error)
+
+
+def _hold_ambiguous(name: str, ids: list[int], token: str, error: str) -> int:
+    """AMBIGUOUS, and the reason in the ambiguity log, in one transaction: run again after an
+    outage swallowed its answer, the guarded mark changes nothing and logs nothing twice."""
+    reason = "provider_raised" if error.startswith(PROVIDER_RAISED) else "no_answer"
+    with transaction.atomic():
+        changed = ledger.messages_mark_final(message_ids=ids, token=token, status=Status.AMBIGUOUS,
+                                             error=error)
+        if changed:
+            ambiguity_held(rows=[(pk, name) for pk in ids], reason=reason, error=error)
+    return changed
 
 
 def _group_by_error(results: list[SendResult]) -> dict[str, list[int]]:

@@ -12,6 +12,7 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import connection
 from django.utils import timezone
@@ -37,6 +38,7 @@ class MessageRef:
     recipient: str
     provider: str
     provider_message_id: str
+    send_started_at: datetime | None  # the hand-off: how far this provider's events reach
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +51,8 @@ def _key(event: NormalizedEvent) -> tuple[str, str]:
     return event.provider, event.provider_event_id[:255]
 
 
-_REF_FIELDS = ("id", "status", "campaign_id", "client_id", "recipient", "provider", "provider_message_id")
+_REF_FIELDS = ("id", "status", "campaign_id", "client_id", "recipient", "provider", "provider_message_id",
+               "send_started_at")
 
 
 def _refs_by_id(ids: set[int]) -> dict[int, MessageRef]:

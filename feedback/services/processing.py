@@ -11,10 +11,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.db import connection, transaction
 
 from delivery.models import EmailMessage
+from delivery.services.ambiguity import provider_events_seen
 from feedback.normalize import NormalizedEvent
 from feedback.services.counters import campaign_counters_increment
 from feedback.services.events import StoredEvent, events_store
@@ -66,6 +68,17 @@ def _relax_commit() -> None:
         cursor.execute("SET LOCAL synchronous_commit TO OFF")
 
 
+def _events_reach(known: list[StoredEvent]) -> dict[str, datetime]:
+    """Per provider, the latest hand-off of a message this batch has an event about: the
+    evidence that settles AMBIGUOUS sends of that provider (delivery/services/ambiguity.py)."""
+    reach: dict[str, datetime] = {}
+    for stored in known:
+        started, provider = stored.message.send_started_at, stored.event.provider
+        if started is not None and (provider not in reach or started > reach[provider]):
+            reach[provider] = started
+    return reach
+
+
 def _apply(stored: list[StoredEvent], report: ProcessReport) -> None:
     report.new, report.stored = len(stored), stored
     unknown = [s for s in stored if s.message is None]
@@ -76,12 +89,10 @@ def _apply(stored: list[StoredEvent], report: ProcessReport) -> None:
             unknown[0].event.provider, unknown[0].event.provider_message_id,
         )
     known = [s for s in stored if s.message is not None]
-    ambiguous = {
-        s.message.id: (s.message.id, s.event.provider, s.event.provider_message_id or "")
-        for s in known if s.message.status == EmailMessage.Status.AMBIGUOUS
-    }
+    ambiguous = [s for s in known if s.message.status == EmailMessage.Status.AMBIGUOUS]
     if ambiguous:
-        ambiguous_messages_reconcile(refs=[ambiguous[k] for k in sorted(ambiguous)])
+        ambiguous_messages_reconcile(events=ambiguous)
+    provider_events_seen(sent_until=_events_reach(known))
     new_marks, moved_marks = marks_record(marks=marks_from_events(known))
     report.new_marks = len(new_marks)
     # Only messages whose marks changed can change status or timestamps: a repeated open of an

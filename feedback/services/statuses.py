@@ -26,6 +26,7 @@ from delivery.models import EmailMessage
 from delivery.services import ledger
 from delivery.services.ledger import REPORTED_RANK
 from delivery.services.reconcile import message_reconcile
+from feedback.services.events import StoredEvent
 from feedback.services.marks import marks_for_messages
 
 logger = logging.getLogger(__name__)
@@ -75,16 +76,23 @@ def _apply_marks(facts: dict[int, dict[str, datetime]]) -> None:
     })
 
 
-def ambiguous_messages_reconcile(*, refs: Sequence[tuple[int, str, str]]) -> int:
+def ambiguous_messages_reconcile(*, events: Sequence[StoredEvent]) -> int:
     """AMBIGUOUS -> SENT: an ESP event about a message proves the ESP accepted it.
 
-    `refs` are (message id, provider, provider message id); the delivery app's guarded
-    `message_reconcile` makes the change (it also settles rows still SENDING after hand-off).
+    One event per message (the first of the batch, sorted by id) is the evidence; the delivery
+    app's guarded `message_reconcile` makes the change and logs it (it also settles rows still
+    SENDING after hand-off).
     """
+    first: dict[int, StoredEvent] = {}
+    for stored in events:
+        first.setdefault(stored.message.id, stored)
     changed = sum(
-        message_reconcile(message_id=message_id, accepted=True, provider=provider,
-                          provider_message_id=provider_message_id)
-        for message_id, provider, provider_message_id in refs
+        message_reconcile(message_id=pk, accepted=True, provider=s.event.provider,
+                          provider_message_id=s.event.provider_message_id or "",
+                          evidence={"event": s.event.event_type.value,
+                                    "provider_event_id": s.event.provider_event_id[:255],
+                                    "occurred_at": s.event.occurred_at.isoformat()})
+        for pk, s in sorted(first.items())
     )
     if changed:
         logger.info("reconciled %d ambiguous messages from webhook events", changed)

@@ -46,7 +46,7 @@ def test_a_crash_after_the_write_leaves_rows_for_reconciliation_never_requeued()
     ledger.messages_claim_hand_off(message_ids=ids, token="a")
     later = timezone.now() + timedelta(hours=1)
     assert ledger.stale_claims_release(claimed_before=later) == []
-    assert ledger.stalled_sends_mark_ambiguous(started_before=later) == 2
+    assert len(ledger.stalled_sends_mark_ambiguous(started_before=later)) == 2
 
 
 def test_an_address_suppressed_by_then_is_suppressed_in_the_same_write():

@@ -66,7 +66,7 @@ def test_stale_claims_return_to_queue_but_handed_over_rows_become_ambiguous(mess
     later = timezone.now() + timedelta(seconds=1)
     released = ledger.stale_claims_release(claimed_before=later)
     assert sorted(pk for pk, _ in released) == sorted(ids[1:])
-    assert ledger.stalled_sends_mark_ambiguous(started_before=later) == 1
+    assert len(ledger.stalled_sends_mark_ambiguous(started_before=later)) == 1
     assert EmailMessage.objects.get(id=ids[0]).status == Status.AMBIGUOUS
 
 

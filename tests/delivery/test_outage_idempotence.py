@@ -69,7 +69,7 @@ def test_an_answer_held_through_a_long_outage_settles_the_row_the_recovery_held_
     ids = _messages(2)
     ledger.messages_claim(message_ids=ids, token="task")
     ledger.messages_mark_started(message_ids=ids, token="task")
-    assert ledger.stalled_sends_mark_ambiguous(started_before=timezone.now() + timedelta(hours=1)) == 2
+    assert len(ledger.stalled_sends_mark_ambiguous(started_before=timezone.now() + timedelta(hours=1))) == 2
     assert ledger.messages_mark_sent(provider_ids={ids[0]: "p-1"}, provider="smtp", token="other") == 0
     assert ledger.messages_mark_sent(provider_ids={ids[0]: "p-1"}, provider="smtp", token="task") == 1
     assert ledger.messages_mark_sent(provider_ids={ids[0]: "p-1"}, provider="smtp", token="task") == 0

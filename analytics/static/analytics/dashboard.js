@@ -112,6 +112,12 @@
     renderList("failures", data.failures, (f) => `#${f.id} ${f.recipient}: ${f.error}`, "none");
     renderList("dead-letters", data.dead_letters, (d) => `#${d.id} ${d.summary}`,
       data.dead_letters === null ? "dead-letter store not installed" : "none");
+    // Held sends by reason and provider, with what will settle them (decision 89).
+    document.getElementById("ambiguous-total").textContent = `${data.ambiguous.total} held`;
+    renderList("ambiguous", data.ambiguous.by_reason,
+      (g) => `${g.count} ${g.reason} via ${g.provider || "unknown"}, oldest ${g.oldest_seconds} s: ${g.next_step}`,
+      "none");
+    renderList("ambiguous-ages", data.ambiguous.by_age.filter((a) => a.count), (a) => `${a.age}: ${a.count}`, "");
     document.body.dataset.refreshed = String(Number(document.body.dataset.refreshed || 0) + 1);
   }
 

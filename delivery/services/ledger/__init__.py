@@ -30,6 +30,7 @@ from delivery.services.ledger.campaign_rows import (
 from delivery.services.ledger.reported import REPORTED_RANK, reported_statuses_apply
 from delivery.services.ledger.requeues import (
     ambiguous_message_requeue,
+    ambiguous_messages_resend,
     failed_message_requeue,
     failed_messages_requeue,
     handed_over_message_mark_sent,
@@ -40,6 +41,7 @@ from delivery.services.ledger.send_path import (
     messages_claim_hand_off,
     messages_defer,
     messages_mark_final,
+    messages_mark_provider,
     messages_mark_sent,
     messages_mark_started,
     messages_release,
@@ -70,6 +72,7 @@ __all__ = [
     "ClaimedMessage",
     "Cutoff",
     "ambiguous_message_requeue",
+    "ambiguous_messages_resend",
     "attempts_record",
     "campaign_queued_page",
     "campaign_unsent_cancel",
@@ -86,6 +89,7 @@ __all__ = [
     "messages_claim_hand_off",
     "messages_defer",
     "messages_mark_final",
+    "messages_mark_provider",
     "messages_mark_sent",
     "messages_mark_started",
     "messages_queued_read_for_send",

@@ -45,6 +45,26 @@ def _requeue_one(message_id: int, *, expected: str, error: str, **extra: object)
     return EmailMessage.objects.values_list("priority", flat=True).get(id=message_id)
 
 
+def ambiguous_messages_resend(
+    *, message_ids: Sequence[int], provider: str, handed_over_before: object, error: str
+) -> list[tuple[int, int]]:
+    """AMBIGUOUS -> QUEUED for rows held for `provider` and handed over before the instant the
+    evidence covers (delivery/services/ambiguity.py); the row keeps its provider, which the
+    re-send is pinned to. [(id, priority)] of the rows it moved."""
+    if not message_ids:
+        return []
+    sql = (
+        f"UPDATE {TABLE} SET status = %s, claim_token = '', claimed_at = NULL, "
+        f"send_started_at = NULL, error = %s WHERE id IN ({placeholders(message_ids)}) "
+        f"AND status = %s AND provider = %s AND send_started_at < %s "
+        f"AND {requeue_guard_sql()} RETURNING id, priority"
+    )
+    params = [Status.QUEUED, error[:2000], *message_ids, Status.AMBIGUOUS, provider, handed_over_before]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [(row[0], row[1]) for row in cursor.fetchall()]
+
+
 def failed_message_requeue(*, message_id: int, error: str) -> int | None:
     """FAILED -> QUEUED with its attempts reset (an operator requeues a dead letter)."""
     return _requeue_one(message_id, expected=Status.FAILED, error=error, attempts=0)

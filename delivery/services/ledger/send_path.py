@@ -54,9 +54,10 @@ def messages_claim(*, message_ids: Sequence[int], token: str) -> list[tuple[int,
 
 
 def messages_mark_started(
-    *, message_ids: Sequence[int], token: str, started_at: datetime | None = None
+    *, message_ids: Sequence[int], token: str, provider: str = "", started_at: datetime | None = None
 ) -> set[int]:
-    """Record the hand-off to a provider at `started_at`; only the rows returned may be sent.
+    """Record the hand-off to `provider` (the first the failover will offer them: decision 89)
+    at `started_at`; only the rows returned may be sent.
 
     Conditional on `send_started_at IS NULL`, so of two copies of one task only one wins a row.
     Committed synchronously (never `without_flush_wait`): lost in a crash after the provider
@@ -69,16 +70,16 @@ def messages_mark_started(
         return set()
     started_at = started_at or timezone.now()
     sql = (
-        f"UPDATE {TABLE} SET send_started_at = %s WHERE id IN ({placeholders(message_ids)}) "
+        f"UPDATE {TABLE} SET send_started_at = %s, provider = %s WHERE id IN ({placeholders(message_ids)}) "
         f"AND {status_is()} AND claim_token = %s AND {NOT_STARTED_OR_AT} RETURNING id"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [started_at, *message_ids, Status.SENDING, token, started_at])
+        cursor.execute(sql, [started_at, provider, *message_ids, Status.SENDING, token, started_at])
         return {row[0] for row in cursor.fetchall()}
 
 
 def messages_claim_hand_off(
-    *, message_ids: Sequence[int], token: str, started_at: datetime | None = None
+    *, message_ids: Sequence[int], token: str, provider: str = "", started_at: datetime | None = None
 ) -> dict[int, tuple[str, int]]:
     """QUEUED -> SENDING and handed over, in one synchronously committed UPDATE (bulk batches,
     after rendering: decision 59); {id: (status, attempts)} of the rows it changed.
@@ -102,7 +103,7 @@ def messages_claim_hand_off(
         f"send_started_at = CASE WHEN v.suppressed THEN NULL ELSE %s END, "
         f"error = CASE WHEN v.suppressed THEN %s ELSE {TABLE}.error END, "
         f"attempts = {TABLE}.attempts + CASE WHEN {TABLE}.send_started_at = %s THEN 0 ELSE 1 END, "
-        f"claim_token = %s, claimed_at = %s "
+        f"claim_token = %s, claimed_at = %s, provider = %s "
         f"FROM (SELECT m.id, {email_is_suppressed_sql('lower(m.recipient)')} "
         f"AS suppressed FROM {TABLE} m WHERE m.id IN ({placeholders(message_ids)})) v "
         f"WHERE {TABLE}.id = v.id AND ({status_is(f'{TABLE}.status')} OR {mine}) "
@@ -110,10 +111,18 @@ def messages_claim_hand_off(
         f"RETURNING {TABLE}.id, {TABLE}.status, {TABLE}.attempts"
     )
     params = [Status.SUPPRESSED, Status.SENDING, started_at, "suppressed", started_at, token, started_at,
-              *message_ids, Status.QUEUED, Status.SENDING, token, started_at]
+              provider, *message_ids, Status.QUEUED, Status.SENDING, token, started_at]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)  # synchronous commit: exactly-once rests on this write
         return {row[0]: (row[1], row[2]) for row in cursor.fetchall()}
+
+
+def messages_mark_provider(*, message_ids: Sequence[int], token: str, provider: str) -> int:
+    """Handed over rows about to be offered to a provider other than the one their hand-off
+    mark named (a failover): the ledger always names the one ESP that may have them."""
+    if not message_ids:
+        return 0
+    return _owned(message_ids, token).update(provider=provider)
 
 
 def _owned(message_ids: Sequence[int], token: str):

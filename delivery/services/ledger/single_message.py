@@ -66,16 +66,19 @@ def message_mark_sent_with_attempt(
     return sent
 
 
-def message_mark_started(*, message_id: int, token: str, started_at: datetime | None = None) -> bool:
+def message_mark_started(
+    *, message_id: int, token: str, provider: str = "", started_at: datetime | None = None
+) -> bool:
     """`messages_mark_started` for one row: the hand-off mark, committed synchronously (the one
     write exactly-once rests on: decisions 31-32); True if this task may send it. Idempotent
-    for the same `started_at`, as `messages_mark_started`."""
+    for the same `started_at`, as `messages_mark_started`; records the provider it goes to."""
     sql = (
-        f"UPDATE {TABLE} SET send_started_at = %s WHERE id = %s AND status = %s "
+        f"UPDATE {TABLE} SET send_started_at = %s, provider = %s WHERE id = %s AND status = %s "
         f"AND claim_token = %s AND {NOT_STARTED_OR_AT} RETURNING id"
     )
     started_at = started_at or timezone.now()
     with connection.cursor() as cursor:
         execute_prepared(cursor, "send_one_started", sql,
-                          [started_at, message_id, Status.SENDING, token, started_at], flush_wait=True)
+                          [started_at, provider, message_id, Status.SENDING, token, started_at],
+                          flush_wait=True)
         return cursor.fetchone() is not None

@@ -40,16 +40,17 @@ def stale_claims_release(*, claimed_before: Cutoff) -> list[tuple[int, int]]:
         return [(row[0], row[1]) for row in cursor.fetchall()]
 
 
-def stalled_sends_mark_ambiguous(*, started_before: datetime) -> int:
-    """Handed over long ago with no recorded answer: hold for reconciliation."""
+def stalled_sends_mark_ambiguous(*, started_before: datetime) -> list[tuple[int, str]]:
+    """Handed over long ago with no recorded answer (the worker was lost mid-call): hold for
+    reconciliation. [(id, provider the hand-off named)]."""
     sql = (
         f"UPDATE {TABLE} SET status = %s, error = %s "
-        "WHERE status = %s AND send_started_at < %s RETURNING id"
+        "WHERE status = %s AND send_started_at < %s RETURNING id, provider"
     )
     error = "no provider answer recorded; awaiting reconciliation"
     with connection.cursor() as cursor:
         cursor.execute(walking_the_index(sql), [Status.AMBIGUOUS, error, Status.SENDING, started_before])
-        return len(cursor.fetchall())
+        return [(row[0], row[1]) for row in cursor.fetchall()]
 
 
 def orphaned_messages_claim_requeue(

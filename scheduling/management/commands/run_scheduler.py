@@ -80,7 +80,7 @@ class Command(BaseCommand):
                 raise
             logger.warning("database unavailable; recovery again next tick: %s", exc)
             return
-        if report.requeued or report.orphans or report.ambiguous:
+        if report.requeued or report.orphans or report.ambiguous or report.resent:
             self.stdout.write(str(report))
 
     def _dispatch(self, budget: float) -> None:

@@ -1,0 +1,160 @@
+"""AMBIGUOUS sends settled from evidence, not left to an operator (decision 89).
+
+A send is AMBIGUOUS when its request may have reached an ESP and no answer was recorded: a read
+timeout, no reply to DATA, an adapter that raised, or a worker lost mid-call (the recovery).
+A request that provably never left (connection refused, connect timeout, DNS) is TRANSIENT
+instead and goes to the next provider or back to the queue at once (providers/http.py, smtp.py).
+
+The hand-off mark names the provider (and a failover names the next one before offering it),
+so an AMBIGUOUS row names the one ESP that may have it. Then, in this order:
+
+1. Any event of that ESP about the message (SendGrid processed/delivered/bounce/deferred,
+   Mailgun accepted/delivered/failed, SES Send/Delivery/Bounce) proves it took the message:
+   SENT (feedback/services/processing.py calls `delivery.services.reconcile`).
+2. Events of that ESP have arrived for messages handed over more than
+   NOTIFIER_AMBIGUOUS_EVENT_WINDOW_SECONDS after this one, and none for this one: its webhook
+   is configured and delivering, so this message never arrived. It is sent again, through the
+   same provider only (a second ESP could make a cross-ESP duplicate).
+3. A provider that sends no events (SMTP) keeps its rows held, unless the operator listed it in
+   NOTIFIER_AMBIGUOUS_RESEND_PROVIDERS: then they are re-sent after the same window.
+
+Each step is written to AmbiguityRecord with its evidence; `ambiguous_summary` reads the rows
+still held by age and reason for the dashboard and the API.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from delivery.models import AmbiguityRecord, EmailMessage, ProviderEventCoverage
+from delivery.services import ledger
+from delivery.services.dispatch import messages_enqueue
+
+logger = logging.getLogger(__name__)
+Kind = AmbiguityRecord.Kind
+# Rows looked at per sweep, oldest first: a backlog is worked through a page per tick.
+RESOLVE_PAGE = 1000
+
+
+@dataclass
+class ResolveReport:
+    resent: int = 0
+    held: dict[str, int] = field(default_factory=dict)
+
+
+def ambiguity_held(*, rows: Iterable[tuple[int, str]], reason: str, error: str = "") -> int:
+    """Log that these (message id, provider) rows became AMBIGUOUS, and why."""
+    records = [AmbiguityRecord(message_id=pk, kind=Kind.HELD, reason=reason, provider=provider,
+                               evidence={"error": error[:500]} if error else {})
+               for pk, provider in rows]
+    AmbiguityRecord.objects.bulk_create(records)
+    return len(records)
+
+
+def ambiguity_settled(*, message_id: int, provider: str, reason: str, evidence: Mapping) -> None:
+    AmbiguityRecord.objects.create(message_id=message_id, kind=Kind.SETTLED, reason=reason,
+                                   provider=provider, evidence=dict(evidence))
+
+
+def provider_events_seen(*, sent_until: Mapping[str, datetime]) -> None:
+    """Events have arrived from each provider for a message it was handed at that instant:
+    move its coverage forward (never back), one statement per webhook batch."""
+    table = ProviderEventCoverage._meta.db_table
+    for provider, instant in sorted(sent_until.items()):
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {table} (provider, sent_until, updated_at) VALUES (%s, %s, now()) "
+                f"ON CONFLICT (provider) DO UPDATE SET sent_until = GREATEST({table}.sent_until, "
+                f"EXCLUDED.sent_until), updated_at = now()",
+                [provider, instant])
+
+
+@dataclass(frozen=True)
+class ResendPolicy:
+    """Rows of a provider handed over before `cutoff` may be re-sent, for `reason`."""
+
+    cutoff: datetime
+    reason: str
+    evidence: dict
+
+
+def resend_policies(providers: Iterable[str], now: datetime) -> dict[str, ResendPolicy]:
+    """The providers whose AMBIGUOUS rows may be re-sent, and up to when; the others are held."""
+    window = timedelta(seconds=settings.NOTIFIER_AMBIGUOUS_EVENT_WINDOW_SECONDS)
+    coverage = dict(ProviderEventCoverage.objects.values_list("provider", "sent_until"))
+    opted_in = set(settings.NOTIFIER_AMBIGUOUS_RESEND_PROVIDERS)
+    policies = {}
+    for provider in providers:
+        if provider in coverage:
+            policies[provider] = ResendPolicy(coverage[provider] - window, "no_event_in_window",
+                                              {"events_cover_sends_until": coverage[provider].isoformat()})
+        elif provider in opted_in:
+            policies[provider] = ResendPolicy(now - window, "operator_resend_enabled",
+                                              {"setting": "NOTIFIER_AMBIGUOUS_RESEND_PROVIDERS"})
+    return policies
+
+
+def next_step(provider: str, policy: ResendPolicy | None) -> str:
+    """What will happen to a held row of `provider`, in words (dashboard, API)."""
+    if not provider:
+        return "held: the provider is unknown (handed over before decision 89); an operator decides"
+    if policy is None:
+        return (f"held: no events from {provider} have arrived; an event settles it as sent, an "
+                f"operator decides otherwise (admin actions, NOTIFIER_AMBIGUOUS_RESEND_PROVIDERS)")
+    if policy.reason == "operator_resend_enabled":
+        return f"re-sent through {provider} once handed over before {policy.cutoff:%H:%M:%S} UTC"
+    return (f"waiting for {provider}'s events: re-sent through {provider} once its events cover "
+            f"sends {settings.NOTIFIER_AMBIGUOUS_EVENT_WINDOW_SECONDS} s after this one")
+
+
+def ambiguous_messages_resolve(*, now: datetime | None = None) -> ResolveReport:
+    """One sweep (the recovery loop runs it): re-send what the evidence says never arrived."""
+    now = now or timezone.now()
+    rows = list(EmailMessage.objects.filter(status=EmailMessage.Status.AMBIGUOUS)
+                .order_by("send_started_at").values_list("id", "provider", "send_started_at")[:RESOLVE_PAGE])
+    by_provider: dict[str, list[tuple[int, datetime]]] = defaultdict(list)
+    for pk, provider, started in rows:
+        by_provider[provider].append((pk, started))
+    report = ResolveReport()
+    policies = resend_policies([p for p in by_provider if p], now)
+    for provider, held in by_provider.items():
+        policy = policies.get(provider)
+        if policy is None:
+            report.held[provider or "unknown"] = len(held)
+            continue
+        due = [pk for pk, started in held if started is not None and started < policy.cutoff]
+        report.resent += _resend(due, provider, policy)
+        report.held[provider] = len(held) - len(due)
+    return report
+
+
+def _resend(ids: Sequence[int], provider: str, policy: ResendPolicy) -> int:
+    if not ids:
+        return 0
+    evidence = {**policy.evidence, "window_s": settings.NOTIFIER_AMBIGUOUS_EVENT_WINDOW_SECONDS,
+                "handed_over_before": policy.cutoff.isoformat()}
+    with transaction.atomic():
+        moved = ledger.ambiguous_messages_resend(
+            message_ids=ids, provider=provider, handed_over_before=policy.cutoff,
+            error=f"re-sent through {provider}: {policy.reason.replace('_', ' ')}")
+        AmbiguityRecord.objects.bulk_create([
+            AmbiguityRecord(message_id=pk, kind=Kind.RESENT, reason=policy.reason, provider=provider,
+                            evidence=evidence)
+            for pk, _ in moved])
+        by_priority: dict[int, list[int]] = defaultdict(list)
+        for pk, priority in moved:
+            by_priority[priority].append(pk)
+        for priority, pks in by_priority.items():
+            transaction.on_commit(lambda pks=pks, priority=priority: messages_enqueue(
+                message_ids=pks, priority=priority, pinned=provider))
+    if moved:
+        logger.warning("re-sending %d AMBIGUOUS messages through %s: %s", len(moved), provider, policy.reason)
+    return len(moved)

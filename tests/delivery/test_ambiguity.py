@@ -1,0 +1,187 @@
+"""AMBIGUOUS sends settled from evidence (decision 89): the hand-off names the one provider that
+may have the message, an ESP event settles it as sent, events covering later sends re-send it
+through that provider only, a provider without events keeps it held unless the operator opts
+in, and every step is logged with its evidence. Real PostgreSQL, Redis broker and fake ESPs."""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from clients.services import api_client_create
+from delivery.models import AmbiguityRecord, EmailMessage, ProviderEventCoverage
+from delivery.providers.events import EventType
+from delivery.services import ledger
+from delivery.services.ambiguity import ambiguity_held, ambiguous_messages_resolve
+from delivery.services.recovery import stalled_messages_recover
+from delivery.services.sending import message_batch_send
+from feedback.services.processing import events_process
+from notifier.celery import app as celery_app
+from tests.delivery.conftest import ledger_counts
+from tests.factories import email_message, owner, template_version
+from tests.feedback.helpers import event
+
+Status = EmailMessage.Status
+Kind = AmbiguityRecord.Kind
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _purge():
+    celery_app.control.purge()
+    yield
+    celery_app.control.purge()
+
+
+@pytest.fixture
+def window(settings) -> int:
+    settings.NOTIFIER_AMBIGUOUS_EVENT_WINDOW_SECONDS = 60
+    return 60
+
+
+def _queued_tasks(priority: int = 0) -> list[list]:
+    """The argument lists of the send tasks waiting on a priority's queue (real Redis broker)."""
+    with celery_app.connection_for_write() as conn:
+        raw = conn.default_channel.client.lrange(f"email-send-p{priority}", 0, -1)
+    return [json.loads(base64.b64decode(json.loads(item)["body"]))[0] for item in raw]
+
+
+def _handed_over(provider: str, *, at=None, **fields) -> EmailMessage:
+    """A message claimed and handed to `provider` at `at` (a worker that then died mid-call)."""
+    message = email_message(**fields)
+    token = uuid.uuid4().hex
+    ledger.messages_claim(message_ids=[message.id], token=token)
+    ledger.messages_mark_started(message_ids=[message.id], token=token, provider=provider,
+                                 started_at=at or timezone.now())
+    return message
+
+
+def _worker_lost(provider: str, *, at) -> EmailMessage:
+    message = _handed_over(provider, at=at)
+    stalled_messages_recover_at(at + timedelta(hours=1))
+    return message
+
+
+def stalled_messages_recover_at(now) -> None:
+    """The recovery's stalled-send mark, as it runs once the hand-off is older than the limit."""
+    ambiguity_held(rows=ledger.stalled_sends_mark_ambiguous(started_before=now), reason="worker_lost")
+
+
+def _sent_with_event(provider: str, *, at) -> EmailMessage:
+    """A message handed over at `at` and accepted, whose ESP event then arrived."""
+    message = _handed_over(provider, at=at)
+    EmailMessage.objects.filter(id=message.id).update(status=Status.SENT, provider=provider)
+    events_process(events=[event(message, EventType.DELIVERED, provider=provider)])
+    return message
+
+
+def test_resent_through_its_provider_only_once_later_sends_have_events(esps, settings, window):
+    settings.NOTIFIER_PROVIDERS = ["sendgrid", "mailgun"]
+    t0 = timezone.now() - timedelta(minutes=30)
+    lost = _worker_lost("sendgrid", at=t0)
+    assert EmailMessage.objects.get(id=lost.id).status == Status.AMBIGUOUS
+    # No events from SendGrid yet: held.
+    assert ambiguous_messages_resolve().resent == 0
+    # Events for a message handed over before it, or within the window after it: still held.
+    _sent_with_event("sendgrid", at=t0 - timedelta(seconds=5))
+    _sent_with_event("sendgrid", at=t0 + timedelta(seconds=window - 5))
+    _sent_with_event("mailgun", at=t0 + timedelta(minutes=10))  # another ESP's events prove nothing
+    assert ambiguous_messages_resolve().resent == 0
+    assert _queued_tasks() == []
+    # SendGrid's events now cover a send made more than the window after it, none about it.
+    _sent_with_event("sendgrid", at=t0 + timedelta(seconds=window + 5))
+    assert ambiguous_messages_resolve().resent == 1
+    assert ambiguous_messages_resolve().resent == 0  # QUEUED now: never twice
+    (task,) = _queued_tasks()
+    assert task[0] == [lost.id] and task[3] == "sendgrid"  # pinned
+    resent = AmbiguityRecord.objects.get(message_id=lost.id, kind=Kind.RESENT)
+    assert resent.reason == "no_event_in_window" and resent.provider == "sendgrid"
+    assert resent.evidence["events_cover_sends_until"].startswith(
+        (t0 + timedelta(seconds=window + 5)).isoformat()[:19])
+    assert AmbiguityRecord.objects.get(message_id=lost.id, kind=Kind.HELD).reason == "worker_lost"
+    # The pinned re-send: with SendGrid refusing, it waits for SendGrid; it never goes to Mailgun.
+    esps["sendgrid"].faults.refuse()
+    report = message_batch_send(message_ids=task[0], token=uuid.uuid4().hex, priority=0, pinned="sendgrid")
+    assert report.deferred_ids + report.retry_ids == [lost.id]
+    esps["sendgrid"].faults.ok()
+    report = message_batch_send(message_ids=task[0], token=uuid.uuid4().hex, priority=0, pinned="sendgrid")
+    assert report.sent == 1
+    assert EmailMessage.objects.get(id=lost.id).provider == "sendgrid"
+    missing, duplicates, cross = ledger_counts(esps, [lost.id])
+    assert (missing, duplicates, cross) == ([], {}, {})
+    assert not esps["mailgun"].ledger.entries()
+
+
+def test_an_esp_event_settles_an_ambiguous_send_as_sent_with_its_evidence(window):
+    lost = _worker_lost("sendgrid", at=timezone.now() - timedelta(minutes=5))
+    events_process(events=[event(lost, EventType.DELIVERED, provider="sendgrid", event_id="sg-ev-1")])
+    row = EmailMessage.objects.get(id=lost.id)
+    assert row.status in (Status.SENT, Status.DELIVERED) and row.provider == "sendgrid"
+    settled = AmbiguityRecord.objects.get(message_id=lost.id, kind=Kind.SETTLED)
+    assert settled.reason == "esp_event"
+    assert settled.evidence["provider_event_id"] == "sg-ev-1" and settled.evidence["event"] == "delivered"
+    assert ProviderEventCoverage.objects.get(provider="sendgrid").sent_until == row.send_started_at
+
+
+def test_a_provider_without_events_stays_held_unless_the_operator_opts_in(settings, window):
+    lost = _worker_lost("smtp", at=timezone.now() - timedelta(minutes=5))
+    assert ambiguous_messages_resolve().held == {"smtp": 1}
+    assert _queued_tasks() == []
+    settings.NOTIFIER_AMBIGUOUS_RESEND_PROVIDERS = ["smtp"]
+    assert ambiguous_messages_resolve().resent == 1
+    (task,) = _queued_tasks()
+    assert task[0] == [lost.id] and task[3] == "smtp"
+    resent = AmbiguityRecord.objects.get(message_id=lost.id, kind=Kind.RESENT)
+    assert resent.reason == "operator_resend_enabled"
+
+
+def test_a_recent_send_waits_out_the_window_even_when_opted_in(settings, window):
+    settings.NOTIFIER_AMBIGUOUS_RESEND_PROVIDERS = ["smtp"]
+    _worker_lost("smtp", at=timezone.now() - timedelta(seconds=window // 2))
+    assert ambiguous_messages_resolve().resent == 0
+
+
+def test_a_failover_names_the_next_provider_before_offering_it(esps, settings):
+    """SendGrid refuses (provably not sent), Mailgun takes the request and never answers: the
+    row is AMBIGUOUS at Mailgun, so a re-send could never go to SendGrid (a cross-ESP duplicate)."""
+    settings.NOTIFIER_PROVIDERS = ["sendgrid", "mailgun"]
+    esps["sendgrid"].faults.refuse()
+    esps["mailgun"].faults.accept_then_hang(hang_seconds=3)
+    message = email_message(version=template_version())
+    report = message_batch_send(message_ids=[message.id], token=uuid.uuid4().hex, priority=2)
+    assert report.ambiguous == 1
+    row = EmailMessage.objects.get(id=message.id)
+    assert (row.status, row.provider) == (Status.AMBIGUOUS, "mailgun")
+    held = AmbiguityRecord.objects.get(message_id=message.id, kind=Kind.HELD)
+    assert (held.reason, held.provider) == ("no_answer", "mailgun")
+
+
+def test_the_recovery_holds_a_lost_worker_send_and_logs_why(settings):
+    settings.NOTIFIER_AMBIGUOUS_AFTER_SECONDS = 1
+    message = _handed_over("sendgrid", at=timezone.now() - timedelta(seconds=30))
+    assert stalled_messages_recover().ambiguous == 1
+    held = AmbiguityRecord.objects.get(message_id=message.id, kind=Kind.HELD)
+    assert (held.reason, held.provider) == ("worker_lost", "sendgrid")
+
+
+def test_the_api_lists_a_service_its_own_ambiguous_sends_by_reason_and_age(api, window):
+    mine = _worker_lost("sendgrid", at=timezone.now() - timedelta(minutes=10))
+    EmailMessage.objects.filter(id=mine.id).update(client=owner())
+    other, other_key = api_client_create(name="someone else")
+    theirs = _worker_lost("sendgrid", at=timezone.now() - timedelta(minutes=10))
+    EmailMessage.objects.filter(id=theirs.id).update(client=other)
+    body = api.get("/api/v1/messages/ambiguous").json()
+    assert body["total"] == 1 and [row["id"] for row in body["oldest"]] == [mine.id]
+    (group,) = body["by_reason"]
+    assert (group["reason"], group["provider"], group["count"]) == ("worker_lost", "sendgrid", 1)
+    assert "no events from sendgrid" in group["next_step"]
+    assert {"age": "5-60 min", "count": 1} in body["by_age"]
+    stranger = APIClient()
+    stranger.credentials(HTTP_AUTHORIZATION=f"Api-Key {other_key}")
+    assert [row["id"] for row in stranger.get("/api/v1/messages/ambiguous").json()["oldest"]] == [theirs.id]
