@@ -26,6 +26,7 @@ from django.conf import settings
 from rest_framework import serializers
 
 from core.addresses import AddressError, ascii_domain_address
+from core.list_headers import HeaderError, is_url_list, url_list_header_line
 
 # Characters that end a line for some parser between us and the recipient.
 _LINE_BREAKS = re.compile("[\r\n\x00\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
@@ -131,7 +132,14 @@ class CustomHeadersField(serializers.DictField):
             raise serializers.ValidationError(
                 f"Headers not allowed: {', '.join(refused)}; allowed: {', '.join(allowed.values())}."
             )
-        return {allowed[name.lower()]: value for name, value in values.items()}
+        headers = {allowed[name.lower()]: value for name, value in values.items()}
+        for name, value in headers.items():
+            if is_url_list(name):  # an operator may allow List-*: a URL too long for a line is
+                try:               # refused here rather than failing at send (issue 32)
+                    url_list_header_line(name, value)
+                except HeaderError as exc:
+                    raise serializers.ValidationError(str(exc)) from exc
+        return headers
 
 
 def _walk(value: Any, depth: int) -> None:

@@ -13,10 +13,13 @@ Headers: an ASCII value whose line fits 998 octets is written as is (RFC 5322 2.
 List-Unsubscribe URL must stay one unbroken token, and this path costs next to nothing); a
 non-ASCII or over-long value is folded by `email.policy.SMTP` (RFC 2047 encoded words of at most
 78 octets a line, so even a long unbroken value cannot make a line over 998: `email.header.Header`
-left such a value on one line). From and To go through `addresses.Mailbox`: the display name is
-encoded on its own and the address keeps its IDNA domain outside any encoded word (RFC 2047
-section 5). `utf8=True` (an SMTPUTF8 transaction, RFC 6531) writes a non-ASCII local part raw.
-CR and LF in a value become spaces: a header value can never start a new header.
+left such a value on one line). The List-* fields of `<URL>`s (List-Unsubscribe...) are never
+encoded (RFC 2047 section 5): core/list_headers.py folds them between entries, and a URL too long
+for a line of its own, or non-ASCII without SMTPUTF8, is a HeaderError (issue 32). From and To
+go through `addresses.Mailbox`: the display name is encoded on its own and the address keeps its
+IDNA domain outside any encoded word (RFC 2047 section 5). `utf8=True` (an SMTPUTF8 transaction,
+RFC 6531) writes a non-ASCII local part raw. CR and LF in a value become spaces: a header value
+can never start a new header.
 
 The boundary and the Message-ID's unique part come from `random` (reseeded in every forked
 child), not the OS: both need uniqueness, not secrecy (the parts are base64, which cannot hold a
@@ -32,6 +35,7 @@ from email.policy import SMTP
 from email.utils import formatdate
 
 from core.addresses import AddressError
+from core.list_headers import is_url_list, url_list_header_line
 from delivery.providers.addresses import mailbox
 from delivery.providers.base import OutgoingEmail
 
@@ -52,9 +56,11 @@ def new_message_id_header(message_id: int, from_email: str) -> str:
     return f"<{message_id}.{random.getrandbits(128):032x}@{domain}>"
 
 
-def header_line(name: str, value: str) -> str:
-    """`Name: value` without its line end; encoded (RFC 2047) only when it has to be."""
+def header_line(name: str, value: str, *, utf8: bool = False) -> str:
+    """`Name: value` without its line end; encoded (RFC 2047) only when it has to be and may be."""
     value = value.replace("\r", " ").replace("\n", " ")
+    if is_url_list(name):
+        return url_list_header_line(name, value, utf8=utf8)
     if value.isascii() and len(name) + len(value) + 2 <= _MAX_PLAIN_LINE:
         return f"{name}: {value}"
     return SMTP.header_factory(name, value).fold(policy=SMTP).removesuffix(CRLF)
@@ -76,7 +82,8 @@ def build_mime(
     """multipart/alternative with text then HTML, as RFC 2046 orders preference.
 
     `boundary` and `date` are random and now unless given (a test rebuilds a received message
-    byte for byte with the ones it carries). AddressError if From or To cannot be encoded.
+    byte for byte with the ones it carries). AddressError if From or To cannot be encoded,
+    HeaderError if a List-* header cannot (core/list_headers.py).
     """
     boundary = boundary or f"==============={random.randrange(10**19):019d}=="
     headers = [
@@ -89,7 +96,7 @@ def build_mime(
         header_line("Message-ID", message_id_header),
         f"{MESSAGE_ID_HEADER}: {email.message_id}",
     ]
-    headers.extend(header_line(name, value) for name, value in email.headers.items())
+    headers.extend(header_line(name, value, utf8=utf8) for name, value in email.headers.items())
     text = CRLF.join(
         (
             CRLF.join(headers),

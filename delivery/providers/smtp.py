@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from django.conf import settings as django_settings
 
 from core.addresses import AddressError
+from core.list_headers import HeaderError
 from delivery.providers.addresses import mailbox
 from delivery.providers.base import (
     Esp,
@@ -194,7 +195,7 @@ class SmtpProvider(Provider):
             header_id = new_message_id_header(email.message_id, email.from_email)
             envelope = envelope_for(email, server_utf8=connection.has_extn("smtputf8"))
             return _Plan(header_id, envelope, build_mime(email, header_id, utf8=envelope.utf8))
-        except AddressError as exc:
+        except (AddressError, HeaderError) as exc:  # no retry will change either: PERMANENT
             return _Plan("", None, b"", str(exc))
         except Exception as exc:  # one message's bug must not take its batch down
             logger.exception("SMTP encoding of message %s raised", email.message_id)

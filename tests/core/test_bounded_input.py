@@ -207,3 +207,17 @@ def test_nul_or_a_lone_surrogate_anywhere_is_refused_naming_its_path(document, b
 def test_nul_in_any_query_parameter_is_a_400_naming_it(api, name, value):
     for path in ("/api/v1/suppressions", "/api/v1/campaigns", "/api/v1/templates"):
         _assert_error(api.get(path, {name: value}), 400, "invalid", name)
+
+
+def test_a_list_header_entry_too_long_for_a_line_is_refused(settings):
+    # Issue 32: a `<URL>` entry of a List-* header is never encoded nor broken, so one that cannot
+    # fit a 998-octet line on its own (" <URL>," with the folding space) has no legal form.
+    settings.NOTIFIER_API_ALLOWED_HEADERS = ["List-Unsubscribe", "X-Tag"]
+    field = CustomHeadersField()
+    fits = "<https://example.com/" + "a" * 975 + ">"  # folded: " " + 997 = 998
+    assert field.run_validation({"List-Unsubscribe": fits}) == {"List-Unsubscribe": fits}
+    with pytest.raises(serializers.ValidationError, match="List-Unsubscribe"):
+        field.run_validation({"list-unsubscribe": "<https://example.com/" + "a" * 976 + ">"})
+    with pytest.raises(serializers.ValidationError, match="List-Unsubscribe"):
+        field.run_validation({"List-Unsubscribe": "<https://bücher.example/>"})
+    assert field.run_validation({"X-Tag": "t" * 998}) == {"X-Tag": "t" * 998}
