@@ -36,6 +36,7 @@ from delivery.services.ledger.requeues import (
 )
 from delivery.services.ledger.scheduled_rows import scheduled_messages_cancel, scheduled_messages_fence
 from delivery.services.ledger.send_path import (
+    HandOff,
     messages_claim,
     messages_claim_hand_off,
     messages_defer,
@@ -69,6 +70,7 @@ __all__ = [
     "REPORTED_RANK",
     "ClaimedMessage",
     "Cutoff",
+    "HandOff",
     "ambiguous_message_requeue",
     "attempts_record",
     "campaign_queued_page",
