@@ -61,7 +61,7 @@ def test_a_worker_on_production_settings_ignores_the_fault_variables(smtp_server
 
     crashed = _send_in_child(with_faults.id, "tests.fault_settings", smtp_server.port)
     assert crashed.returncode == 70, crashed.stderr  # the hooks work when the test app connects them
-    assert "receivers 1 1" in crashed.stdout
+    assert "receivers 1 2" in crashed.stdout
 
     sent = _send_in_child(production_only.id, "notifier.settings", smtp_server.port)
     assert sent.returncode == 0, sent.stderr

@@ -8,7 +8,8 @@ INSERT and a SENT mark, each its own statement (docs/decisions.md 54). Here:
    (asynchronous commit, as every claim: decision 32);
 2. render (the template version and its compiled form are cached per process: versions are
    immutable), outside any transaction;
-3. the hand-off mark, a statement of its own with a synchronous commit;
+3. the hand-off mark, a statement of its own with a synchronous commit, which also looks at the
+   suppression list once more (a bounce may have committed since the claim);
 4. the provider call, through the batch path's failover, retry and dead-letter code (breakers,
    rate limits, provider-fault detection);
 5. the SENT mark and its attempt row in one statement (asynchronous commit).
@@ -61,9 +62,12 @@ def message_send_one(*, message_id: int, token: str) -> BatchReport:
     emails = render_claimed([claimed], token, report)  # [] when it failed to render (FAILED)
     if not emails:
         return report
-    started = partial(ledger.message_mark_started, message_id=claimed.id, token=token,
-                      provider=provider_order()[0])
-    if not hand_off_held(started):
+    hand_off = hand_off_held(partial(ledger.message_mark_started, message_id=claimed.id, token=token,
+                                     provider=provider_order()[0]))
+    if hand_off.suppressed:  # suppressed since the claim read it (F17): SUPPRESSED, not sent
+        report.suppressed += 1
+        return report
+    if not hand_off.started:
         report.republish_ids = [claimed.id]  # its claim was lost or taken back: see BatchReport
         return report
     send_with_failover(emails, token, report, {claimed.id: claimed.attempts},

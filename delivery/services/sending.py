@@ -103,10 +103,14 @@ def message_batch_send(
     messages = _drop_suppressed(messages, token, report)
     emails = render_claimed(messages, token, report)
     ids = [e.message_id for e in emails]
-    started = hand_off_held(partial(ledger.messages_mark_started, message_ids=ids, token=token,
-                                    provider=providers[0]))
-    report.republish_ids = [email.message_id for email in emails if email.message_id not in started]
-    emails = [email for email in emails if email.message_id in started]
+    # The hand-off re-checks suppression: an address suppressed since the claim read it is
+    # SUPPRESSED now, never offered (F17).
+    hand_off = hand_off_held(partial(ledger.messages_mark_started, message_ids=ids, token=token,
+                                     provider=providers[0]))
+    report.suppressed += len(hand_off.suppressed)
+    taken = hand_off.started | hand_off.suppressed
+    report.republish_ids = [email.message_id for email in emails if email.message_id not in taken]
+    emails = [email for email in emails if email.message_id in hand_off.started]
     if emails:
         attempts = {m.id: m.attempts for m in claimed}
         send_with_failover(emails, token, report, attempts, providers=providers)
@@ -220,7 +224,7 @@ def _contact_gone_suppress(message_ids: list[int], token: str, report: BatchRepo
 
 def _drop_suppressed(messages: list[ClaimedMessage], token: str, report: BatchReport) -> list[ClaimedMessage]:
     """Re-check at send time (read with the rows, after their claim): a suppression committed
-    mid-campaign stops further sends."""
+    mid-campaign stops further sends. One committed later still is caught by the hand-off mark."""
     blocked = [m.id for m in messages if m.suppressed]
     if blocked:
         report.suppressed += ledger.messages_mark_final(

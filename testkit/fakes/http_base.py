@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import socketserver
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.message import Message
@@ -94,6 +95,19 @@ class Result:
 Endpoint = Callable[[HttpRequest], Result]
 
 
+@dataclass(frozen=True)
+class RequestRecord:
+    """One request as the server saw it (kept with ``record_requests=True``): when it arrived
+    and was answered (``time.time()``, the clock the ledger stamps with), its outcome, and the
+    ``Retry-After`` the answer carried, if any. Tests measure client behaviour from it (e.g. no
+    request before a 429's Retry-After elapsed) rather than trusting the client's own account."""
+
+    arrived_at: float
+    answered_at: float
+    outcome: str
+    retry_after: int | None = None
+
+
 class FakeHTTPServer(StartStopContext):
     """Base class: lifecycle, fault handling and ledger; subclasses add a wire format.
 
@@ -120,6 +134,7 @@ class FakeHTTPServer(StartStopContext):
         self._received: list[HttpRequest] = []
         self._delivered: list[Delivered] = []
         self._sizes: list[int] = []  # body bytes of every request, kept even when not recording
+        self._log: list[RequestRecord] = []  # only when recording: benchmarks send millions
         self._received_lock = threading.Lock()
         self.ledger = ledger if ledger is not None else Ledger()
         self.faults = faults if faults is not None else FaultPlan()
@@ -175,6 +190,11 @@ class FakeHTTPServer(StartStopContext):
         with self._received_lock:
             return list(self._received)
 
+    def request_log(self) -> list[RequestRecord]:
+        """Every request answered or dropped so far, in answer order (``record_requests=True``)."""
+        with self._received_lock:
+            return list(self._log)
+
     def delivered(self) -> list[Delivered]:
         """Per accepted recipient, the message after substitutions (``record_requests=True``)."""
         with self._received_lock:
@@ -208,6 +228,7 @@ class FakeHTTPServer(StartStopContext):
     # -- request pipeline -----------------------------------------------------------
     def serve(self, handler: _Handler) -> None:
         """Run one request through faults, auth, the endpoint and the ledger."""
+        handler.arrived_at = time.time()  # before reading the body: when the client's call landed
         request = _read_request(handler)
         with self._received_lock:
             self._sizes.append(len(request.body))
@@ -257,12 +278,22 @@ class FakeHTTPServer(StartStopContext):
 
     def _finish(self, handler: _Handler, reply: HttpReply, outcome: str) -> None:
         self.ledger.count_request(outcome)
+        self._note(handler, outcome, reply.headers.get("Retry-After"))
         _send(handler, reply)
 
     def _drop(self, handler: _Handler, outcome: str) -> None:
         # Closing without any status line is what a crashed/hung upstream looks like.
         self.ledger.count_request(outcome)
+        self._note(handler, outcome, None)
         handler.close_connection = True
+
+    def _note(self, handler: _Handler, outcome: str, retry_after: str | None) -> None:
+        if not self.record_requests:
+            return
+        record = RequestRecord(handler.arrived_at, time.time(), outcome,
+                               int(retry_after) if retry_after else None)
+        with self._received_lock:
+            self._log.append(record)
 
 
 class _Server(ThreadingHTTPServer):
@@ -285,6 +316,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as real ESP clients use
     timeout = IDLE_TIMEOUT_SECONDS
     server: _Server
+    arrived_at: float = 0.0  # set per request by FakeHTTPServer.serve
 
     def do_POST(self) -> None:
         self.server.fake.serve(self)

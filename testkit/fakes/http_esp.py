@@ -9,6 +9,7 @@ from testkit.fakes.http_base import (
     FakeHTTPServer,
     HttpReply,
     HttpRequest,
+    RequestRecord,
     Result,
 )
 from testkit.fakes.mailgun import FakeMailgun
@@ -23,5 +24,6 @@ __all__ = [
     "FakeSendGrid",
     "HttpReply",
     "HttpRequest",
+    "RequestRecord",
     "Result",
 ]

@@ -47,7 +47,7 @@ def test_a_row_handed_over_while_the_cancel_waits_for_its_lock_stays_the_workers
             connection.close()
 
     with transaction.atomic():  # the worker's hand-off mark, not committed yet
-        assert ledger.messages_mark_started(message_ids=ids, token="worker") == set(ids)
+        assert ledger.messages_mark_started(message_ids=ids, token="worker").started == set(ids)
         canceller = threading.Thread(target=cancel)
         canceller.start()
         deadline = time.monotonic() + 10

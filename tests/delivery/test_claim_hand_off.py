@@ -38,7 +38,7 @@ def test_one_write_claims_and_hands_over_and_no_other_copy_wins_a_row():
     assert ledger.messages_claim_hand_off(message_ids=ids, token="b") == {}
     # The same task redelivered cannot re-claim a handed-over row, nor mark it again.
     assert ledger.messages_claim(message_ids=ids, token="a") == []
-    assert ledger.messages_mark_started(message_ids=ids, token="a") == set()
+    assert ledger.messages_mark_started(message_ids=ids, token="a").started == set()
 
 
 def test_a_crash_after_the_write_leaves_rows_for_reconciliation_never_requeued():
@@ -57,6 +57,31 @@ def test_an_address_suppressed_by_then_is_suppressed_in_the_same_write():
     assert won == {ids[0]: (Status.SUPPRESSED, 1), ids[1]: (Status.SENDING, 1)}
     gone = EmailMessage.objects.get(id=ids[0])
     assert (gone.error, gone.send_started_at) == ("suppressed", None)
+
+
+@pytest.mark.parametrize("priority", [0, 2])
+def test_a_suppression_committed_after_the_claim_is_caught_by_the_hand_off_mark(priority):
+    """F17 at the claim boundary, for the paths that claim before rendering (P2 batches and P0's
+    single message): the claim read the address unsuppressed, the hand-off mark must not hand
+    it over (tests/delivery/test_suppression_at_hand_off.py races real workers on it)."""
+    ids = _messages(2, priority=priority)
+    EmailMessage.objects.filter(id=ids[0]).update(recipient="Late@Example.com")
+    if priority == 0:
+        claimed = [ledger.message_claim_for_send(message_id=pk, token=f"t{pk}") for pk in ids]
+    else:
+        claimed = ledger.messages_claim_for_send(message_ids=ids, token="t")
+    assert [m.suppressed for m in claimed] == [False, False]
+    Suppression.objects.create(email="late@example.com", reason="hard_bounce")
+    if priority == 0:
+        hand_offs = [ledger.message_mark_started(message_id=pk, token=f"t{pk}") for pk in ids]
+        suppressed, started = (set().union(*(getattr(h, part) for h in hand_offs))
+                               for part in ("suppressed", "started"))
+    else:
+        hand_off = ledger.messages_mark_started(message_ids=ids, token="t")
+        suppressed, started = hand_off.suppressed, hand_off.started
+    assert (suppressed, started) == ({ids[0]}, {ids[1]})
+    late = EmailMessage.objects.get(id=ids[0])
+    assert (late.status, late.error, late.send_started_at) == (Status.SUPPRESSED, "suppressed", None)
 
 
 def test_a_bulk_batch_sends_with_two_writes_instead_of_three(settings, esps):

@@ -32,7 +32,7 @@ def test_claim_is_exclusive_between_tasks(messages):
 def test_redelivered_task_reclaims_only_rows_not_yet_handed_over(messages):
     ids = [m.id for m in messages]
     ledger.messages_claim(message_ids=ids, token="task-a")
-    assert ledger.messages_mark_started(message_ids=ids[:1], token="task-a") == {ids[0]}
+    assert ledger.messages_mark_started(message_ids=ids[:1], token="task-a").started == {ids[0]}
     again = ledger.messages_claim(message_ids=ids, token="task-a")
     assert sorted(pk for pk, _ in again) == sorted(ids[1:])
     assert dict(again)[ids[1]] == 2  # attempts count every claim: the poison guard reads it
@@ -41,9 +41,9 @@ def test_redelivered_task_reclaims_only_rows_not_yet_handed_over(messages):
 def test_hand_off_is_won_by_one_copy_only(messages):
     ids = [m.id for m in messages]
     ledger.messages_claim(message_ids=ids, token="task-a")
-    assert ledger.messages_mark_started(message_ids=ids, token="task-a") == set(ids)
-    assert ledger.messages_mark_started(message_ids=ids, token="task-a") == set()
-    assert ledger.messages_mark_started(message_ids=ids, token="task-b") == set()
+    assert ledger.messages_mark_started(message_ids=ids, token="task-a").started == set(ids)
+    assert ledger.messages_mark_started(message_ids=ids, token="task-a").started == set()
+    assert ledger.messages_mark_started(message_ids=ids, token="task-b").started == set()
 
 
 def test_results_only_change_rows_the_token_owns(messages):
@@ -158,7 +158,7 @@ def test_only_the_hand_off_mark_waits_for_the_wal_flush():
     ids = [email_message(version=version).id for _ in range(2)]
     with CaptureQueriesContext(connection) as queries:
         assert len(ledger.messages_claim(message_ids=ids, token="t")) == 2
-        assert ledger.messages_mark_started(message_ids=ids, token="t") == set(ids)
+        assert ledger.messages_mark_started(message_ids=ids, token="t").started == set(ids)
         sent = ledger.messages_mark_sent(provider_ids={i: f"p{i}" for i in ids}, provider="smtp", token="t")
     assert sent == 2
     relaxed = [q["sql"].startswith("SET LOCAL synchronous_commit TO OFF") for q in queries.captured_queries]

@@ -36,11 +36,11 @@ def test_the_hand_off_mark_run_again_with_its_instant_returns_its_rows_and_no_ot
     ids = _messages(3)
     ledger.messages_claim(message_ids=ids, token="task")
     at = timezone.now()
-    assert ledger.messages_mark_started(message_ids=ids, token="task", started_at=at) == set(ids)
-    assert ledger.messages_mark_started(message_ids=ids, token="task", started_at=at) == set(ids)
+    assert ledger.messages_mark_started(message_ids=ids, token="task", started_at=at).started == set(ids)
+    assert ledger.messages_mark_started(message_ids=ids, token="task", started_at=at).started == set(ids)
     # The same task id redelivered (Celery keeps it) marks with its own instant: nothing.
     later = at + timedelta(microseconds=1)
-    assert ledger.messages_mark_started(message_ids=ids, token="task", started_at=later) == set()
+    assert ledger.messages_mark_started(message_ids=ids, token="task", started_at=later).started == set()
     assert set(EmailMessage.objects.filter(id__in=ids).values_list("send_started_at", flat=True)) == {at}
 
 
@@ -48,9 +48,10 @@ def test_the_one_row_hand_off_mark_is_idempotent_for_its_instant():
     [pk] = _messages(1, priority=0)
     assert ledger.message_claim_for_send(message_id=pk, token="otp") is not None
     at = timezone.now()
-    assert ledger.message_mark_started(message_id=pk, token="otp", started_at=at)
-    assert ledger.message_mark_started(message_id=pk, token="otp", started_at=at)
-    assert not ledger.message_mark_started(message_id=pk, token="otp", started_at=at + timedelta(seconds=1))
+    assert ledger.message_mark_started(message_id=pk, token="otp", started_at=at).started == {pk}
+    assert ledger.message_mark_started(message_id=pk, token="otp", started_at=at).started == {pk}
+    later = at + timedelta(seconds=1)
+    assert not ledger.message_mark_started(message_id=pk, token="otp", started_at=later).started
 
 
 def test_the_bulk_claim_and_hand_off_run_again_counts_the_attempt_once():

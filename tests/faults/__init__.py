@@ -6,6 +6,9 @@ process started without the variable behaves exactly like production:
 
 - `NOTIFIER_FAULT_PAUSE_AFTER_CLAIM` (seconds): a worker holds a claimed batch before rendering
   (`delivery.signals.batch_claimed`).
+- `NOTIFIER_FAULT_PAUSE_BEFORE_RENDER` (seconds): a worker holds each message of a claimed
+  batch after the send path's checks, before rendering it and before the hand-off mark
+  (`delivery.signals.message_rendering`).
 - `NOTIFIER_FAULT_CRASH_RECIPIENT` (address): the worker process dies (`os._exit(70)`) rendering
   this recipient, a poison message (`delivery.signals.message_rendering`).
 - `NOTIFIER_FAULT_SCHEDULER_PAUSE_AFTER_CLAIM` / `..._AFTER_FENCE` (seconds): the scheduler holds

@@ -29,6 +29,12 @@ def pause_after_claim(sender: Any, *, message_ids: list[int], **_: Any) -> None:
     _pause("NOTIFIER_FAULT_PAUSE_AFTER_CLAIM", "claim", message_ids)
 
 
+def pause_before_render(sender: Any, *, message_id: int, **_: Any) -> None:
+    # After the send path's own checks of the claimed rows, before rendering and the hand-off
+    # mark: the latest moment a receiver can hold a message before its provider call.
+    _pause("NOTIFIER_FAULT_PAUSE_BEFORE_RENDER", "the checks, before rendering", [message_id])
+
+
 def crash_on_recipient(sender: Any, *, recipient: str, **_: Any) -> None:
     crash = os.environ.get("NOTIFIER_FAULT_CRASH_RECIPIENT", "")
     if crash and recipient == crash:
@@ -46,6 +52,7 @@ def scheduler_pause_after_fence(sender: Any, *, message_ids: list[int], **_: Any
 def connect() -> None:
     delivery_signals.batch_claimed.connect(pause_after_claim, dispatch_uid="fault-pause-after-claim")
     delivery_signals.message_rendering.connect(crash_on_recipient, dispatch_uid="fault-crash-recipient")
+    delivery_signals.message_rendering.connect(pause_before_render, dispatch_uid="fault-pause-before-render")
     scheduling_signals.due_batch_claimed.connect(
         scheduler_pause_after_claim, dispatch_uid="fault-scheduler-pause-after-claim"
     )

@@ -286,6 +286,21 @@ def test_record_requests_keeps_wire_payloads() -> None:
     assert request.json()["personalizations"][0]["substitutions"] == {"-n-": "x"}
 
 
+def test_request_log_stamps_each_answer_with_its_retry_after() -> None:
+    with FakeSendGrid(record_requests=True) as fake:
+        fake.faults.rate_limit(retry_after=7, next_n=1)
+        before = time.time()
+        sg_post(fake, sg_body("m1"))
+        sg_post(fake, sg_body("m2"))
+        throttled, accepted = fake.request_log()
+    assert (throttled.outcome, throttled.retry_after) == (Outcome.RATE_LIMITED, 7)
+    assert (accepted.outcome, accepted.retry_after) == (Outcome.ACCEPTED, None)
+    assert before <= throttled.arrived_at <= throttled.answered_at <= accepted.arrived_at
+    with FakeSendGrid() as quiet:  # not recording: nothing kept (benchmarks send millions)
+        sg_post(quiet, sg_body("m1"))
+        assert quiet.request_log() == []
+
+
 def test_windowed_refuse_ends_by_itself(sendgrid: FakeSendGrid) -> None:
     sendgrid.faults.refuse(for_seconds=0.3)
     assert_refused(sendgrid.port)

@@ -37,6 +37,7 @@ from delivery.services.ledger.requeues import (
 )
 from delivery.services.ledger.scheduled_rows import scheduled_messages_cancel, scheduled_messages_fence
 from delivery.services.ledger.send_path import (
+    HandOff,
     messages_claim,
     messages_claim_hand_off,
     messages_defer,
@@ -71,6 +72,7 @@ __all__ = [
     "REPORTED_RANK",
     "ClaimedMessage",
     "Cutoff",
+    "HandOff",
     "ambiguous_message_requeue",
     "ambiguous_messages_resend",
     "attempts_record",

@@ -6,6 +6,7 @@ nothing."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import connection
@@ -20,7 +21,6 @@ from audience.selectors import email_is_suppressed_sql
 from delivery.extensions import claim_guard_sql
 from delivery.models import EmailMessage
 from delivery.services.ledger.sql import (
-    NOT_STARTED_OR_AT,
     QUEUED_OR_MINE,
     TABLE,
     Status,
@@ -53,29 +53,72 @@ def messages_claim(*, message_ids: Sequence[int], token: str) -> list[tuple[int,
         return [(row[0], row[1]) for row in cursor.fetchall()]
 
 
+# The error a row gets when its address was suppressed when its send was decided.
+SUPPRESSED_ERROR = "suppressed"
+
+
+@dataclass(frozen=True)
+class HandOff:
+    """What a hand-off mark did: the rows this task may now send, and the rows whose address
+    turned out suppressed, moved to SUPPRESSED by the same write (never to be sent)."""
+
+    started: set[int] = field(default_factory=set)
+    suppressed: set[int] = field(default_factory=set)
+
+
+def hand_off_sql(where: str) -> str:
+    """The hand-off mark as one UPDATE of the rows `where` picks (SQL over the table `t`, its
+    placeholders after the SET's four and the id list's): each row is handed over to the
+    provider named (decision 89), or, if its address is suppressed by now, SUPPRESSED instead.
+    RETURNING id and the new status.
+
+    The claim read the suppression list too, but a suppression that commits after it (a hard
+    bounce arriving while the batch renders, F17) must still stop the send: this write, right
+    before the provider call, is the send path's last look (docs/decisions.md 91)."""
+    return (
+        f"UPDATE {TABLE} t SET send_started_at = CASE WHEN v.suppressed THEN NULL ELSE %s::timestamptz END, "
+        f"status = CASE WHEN v.suppressed THEN %s ELSE t.status END, "
+        f"error = CASE WHEN v.suppressed THEN %s ELSE t.error END, "
+        f"provider = CASE WHEN v.suppressed THEN t.provider ELSE %s END "
+        f"FROM (SELECT m.id, {email_is_suppressed_sql('lower(m.recipient)')} AS suppressed "
+        f"FROM {TABLE} m WHERE m.id = ANY(%s)) v "
+        f"WHERE t.id = v.id AND {where} RETURNING t.id, t.status"
+    )
+
+
+def hand_off_result(rows: Sequence[Sequence[object]]) -> HandOff:
+    """A hand-off UPDATE's RETURNING rows as a HandOff."""
+    result = HandOff()
+    for pk, status in rows:
+        (result.suppressed if status == Status.SUPPRESSED else result.started).add(int(pk))
+    return result
+
+
 def messages_mark_started(
     *, message_ids: Sequence[int], token: str, provider: str = "", started_at: datetime | None = None
-) -> set[int]:
+) -> HandOff:
     """Record the hand-off to `provider` (the first the failover will offer them: decision 89)
-    at `started_at`; only the rows returned may be sent.
+    at `started_at`; only the rows in `started` may be sent. A row whose address is suppressed
+    by now goes to SUPPRESSED in the same write (`hand_off_sql`).
 
     Conditional on `send_started_at IS NULL`, so of two copies of one task only one wins a row.
     Committed synchronously (never `without_flush_wait`): lost in a crash after the provider
     call, it would let the row be claimed and sent again. Run again with the same `started_at`
     (its first run's answer was lost with the connection: core.db_outage.hold_through_outage),
     it returns the rows that run marked: that instant is this call's alone, so a redelivered
-    copy of the task, which marks with its own, never takes them.
+    copy of the task, which marks with its own, never takes them. (Rows the first run
+    suppressed are in neither set then; nothing was sent, and a claim never takes them again.)
     """
     if not message_ids:
-        return set()
+        return HandOff()
     started_at = started_at or timezone.now()
-    sql = (
-        f"UPDATE {TABLE} SET send_started_at = %s, provider = %s WHERE id IN ({placeholders(message_ids)}) "
-        f"AND {status_is()} AND claim_token = %s AND {NOT_STARTED_OR_AT} RETURNING id"
-    )
+    where = (f"{status_is('t.status')} AND t.claim_token = %s "
+             f"AND (t.send_started_at IS NULL OR t.send_started_at = %s)")
+    params = [started_at, Status.SUPPRESSED, SUPPRESSED_ERROR, provider, list(message_ids), Status.SENDING,
+              token, started_at]
     with connection.cursor() as cursor:
-        cursor.execute(sql, [started_at, provider, *message_ids, Status.SENDING, token, started_at])
-        return {row[0] for row in cursor.fetchall()}
+        cursor.execute(hand_off_sql(where), params)
+        return hand_off_result(cursor.fetchall())
 
 
 def messages_claim_hand_off(
@@ -110,7 +153,7 @@ def messages_claim_hand_off(
         f"AND {claim_guard_sql()} "
         f"RETURNING {TABLE}.id, {TABLE}.status, {TABLE}.attempts"
     )
-    params = [Status.SUPPRESSED, Status.SENDING, started_at, "suppressed", started_at, token, started_at,
+    params = [Status.SUPPRESSED, Status.SENDING, started_at, SUPPRESSED_ERROR, started_at, token, started_at,
               provider, *message_ids, Status.QUEUED, Status.SENDING, token, started_at]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)  # synchronous commit: exactly-once rests on this write

@@ -13,6 +13,7 @@ from audience.selectors import email_is_suppressed_sql
 from delivery.providers.base import Outcome, SendResult
 from delivery.services.ledger.attempts import attempts_insert_sql
 from delivery.services.ledger.prepared import execute_prepared
+from delivery.services.ledger.send_path import SUPPRESSED_ERROR, HandOff, hand_off_result, hand_off_sql
 from delivery.services.ledger.send_reads import (
     CONTACT_GONE,
     ClaimedMessage,
@@ -20,7 +21,7 @@ from delivery.services.ledger.send_reads import (
     claimed_message,
     send_rows_sql,
 )
-from delivery.services.ledger.sql import NOT_STARTED_OR_AT, QUEUED_OR_MINE, TABLE, Status
+from delivery.services.ledger.sql import QUEUED_OR_MINE, TABLE, Status
 from delivery.services.ledger.unflushed import sent_marks_remember
 
 
@@ -68,17 +69,15 @@ def message_mark_sent_with_attempt(
 
 def message_mark_started(
     *, message_id: int, token: str, provider: str = "", started_at: datetime | None = None
-) -> bool:
-    """`messages_mark_started` for one row: the hand-off mark, committed synchronously (the one
-    write exactly-once rests on: decisions 31-32); True if this task may send it. Idempotent
-    for the same `started_at`, as `messages_mark_started`; records the provider it goes to."""
-    sql = (
-        f"UPDATE {TABLE} SET send_started_at = %s, provider = %s WHERE id = %s AND status = %s "
-        f"AND claim_token = %s AND {NOT_STARTED_OR_AT} RETURNING id"
-    )
+) -> HandOff:
+    """`messages_mark_started` for one row: the hand-off mark to `provider`, committed
+    synchronously (the one write exactly-once rests on: decisions 31-32); the row is in
+    `started` if this task may send it, in `suppressed` if its address was suppressed after the
+    claim read it (F17). Idempotent for the same `started_at`, as `messages_mark_started`."""
+    where = "t.status = %s AND t.claim_token = %s AND (t.send_started_at IS NULL OR t.send_started_at = %s)"
     started_at = started_at or timezone.now()
+    params = [started_at, Status.SUPPRESSED, SUPPRESSED_ERROR, provider, [message_id], Status.SENDING, token,
+              started_at]
     with connection.cursor() as cursor:
-        execute_prepared(cursor, "send_one_started", sql,
-                          [started_at, provider, message_id, Status.SENDING, token, started_at],
-                          flush_wait=True)
-        return cursor.fetchone() is not None
+        execute_prepared(cursor, "send_one_started", hand_off_sql(where), params, flush_wait=True)
+        return hand_off_result(cursor.fetchall())
