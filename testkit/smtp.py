@@ -22,6 +22,8 @@ class RecordingHandler:
     # (MAIL FROM, RCPT TOs, MAIL parameters) of each accepted message, as the wire carried them.
     envelopes: list[tuple[str, list[str], list[str]]] = field(default_factory=list)
     hang_seconds: float = 0.0
+    # Hang only once this many messages were accepted (None: every message hangs).
+    hang_from: int | None = None
     reject_recipients: set[str] = field(default_factory=set)
     # Refusals as a broken relay or a list of bad addresses gives them: one reply for every RCPT
     # or every DATA (e.g. "550 5.7.1 Relay access denied"), or a reply per recipient.
@@ -42,7 +44,7 @@ class RecordingHandler:
     async def handle_DATA(self, server, session, envelope):
         if self.refuse_every_data:
             return self.refuse_every_data
-        if self.hang_seconds:
+        if self.hang_seconds and (self.hang_from is None or len(self.messages) >= self.hang_from):
             await asyncio.sleep(self.hang_seconds)
         with self.lock:
             self.messages.append(email.message_from_bytes(envelope.content))

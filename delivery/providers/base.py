@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import import_module
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from django.db import models
 
@@ -82,14 +82,30 @@ class TransientError(ProviderError):
     outcome = Outcome.TRANSIENT
 
 
+class Journal(Protocol):
+    """Where a provider that sends a batch one message at a time (SMTP) records its progress as
+    it goes, so a worker killed mid-batch leaves proof of what never left
+    (delivery/services/send_journal.py, decision 92)."""
+
+    def opened(self, provider: str) -> None: ...
+
+    def starting(self, message_id: int) -> bool:
+        """False: do not send this message or the rest of the batch."""
+        ...
+
+    def answered(self, result: SendResult) -> None: ...
+
+
 class Provider(ABC):
     """One ESP. Instances live for a worker process and may keep connections open."""
 
     name: str = ""
 
     @abstractmethod
-    def send_batch(self, emails: Sequence[OutgoingEmail]) -> list[SendResult]:
-        """Send every email; return one result per email, in the same order."""
+    def send_batch(self, emails: Sequence[OutgoingEmail], journal: Journal | None = None) -> list[SendResult]:
+        """Send every email; return one result per email, in the same order. A provider that
+        sends message by message writes each step to `journal` (an HTTP batch is one request:
+        it has nothing to add to the hand-off mark)."""
 
     def close(self) -> None:  # noqa: B027 - optional hook; most providers hold nothing
         """Release pooled connections (called at worker shutdown)."""

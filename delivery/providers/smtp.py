@@ -45,6 +45,7 @@ from core.list_headers import HeaderError
 from delivery.providers.addresses import mailbox
 from delivery.providers.base import (
     Esp,
+    Journal,
     Outcome,
     OutgoingEmail,
     Provider,
@@ -140,24 +141,35 @@ class SmtpProvider(Provider):
         self.settings = settings
         self._connection: smtplib.SMTP | None = None
 
-    def send_batch(self, emails: Sequence[OutgoingEmail]) -> list[SendResult]:
+    def send_batch(self, emails: Sequence[OutgoingEmail], journal: Journal | None = None) -> list[SendResult]:
+        """One transaction per message on one connection, each journaled before it starts and
+        when answered (`journal`, decision 92): a worker killed mid-batch leaves proof of which
+        messages never left."""
         try:
             connection = self._connect()
         except (*_CONNECTION_ERRORS, smtplib.SMTPException) as exc:
             return results_for_error(emails, TransientError(f"connect failed: {exc}"))
         plans = [self._plan(connection, email) for email in emails]
+        if journal is not None:
+            journal.opened(self.name)
         results: list[SendResult] = []
+        stopped = "connection lost"
         ahead = False  # this message's MAIL, RCPT and DATA already went out behind the last body
         for i, email in enumerate(emails):
+            if journal is not None and not journal.starting(email.message_id):
+                self._reset(connection, in_flight=ahead)  # commands sent ahead await a body
+                stopped = "send journal closed or unwritable"
+                break
             following = plans[i + 1] if i + 1 < len(plans) else None
             result, ahead = self._send_one(connection, email, plans[i], ahead, following)
             results.append(result)
+            if journal is not None:
+                journal.answered(result)
             if result.outcome is Outcome.AMBIGUOUS or self._connection is None:
-                # The connection is gone; the rest of the batch was never handed over.
-                rest = emails[len(results):]
-                results.extend(results_for_error(rest, TransientError("connection lost")))
-                break
-        return results
+                break  # the connection is gone
+        # What was never started was not handed over: the next provider, or a retry, may take it.
+        rest = emails[len(results):]
+        return results + results_for_error(rest, TransientError(stopped))
 
     def close(self) -> None:
         if self._connection is not None:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from delivery.providers import get_provider, provider_order
-from delivery.providers.base import Outcome, OutgoingEmail, SendResult
+from delivery.providers.base import Journal, Outcome, OutgoingEmail, SendResult
 from delivery.services.circuit_breaker import (
     Decision,
     breaker_check,
@@ -33,7 +33,7 @@ from delivery.services.rate_limits import provider_throttled
 
 logger = logging.getLogger(__name__)
 ResultsHook = Callable[[str, list[SendResult]], None]
-HandOverHook = Callable[[str, list[OutgoingEmail]], None]
+HandOverHook = Callable[[str, list[OutgoingEmail]], list[OutgoingEmail]]
 Admission = Callable[[str, list[OutgoingEmail]], tuple[list[OutgoingEmail], float]]
 THROTTLED_CODE = "429"
 PROVIDER_RAISED = "provider raised"  # the error of every email an adapter's exception held
@@ -54,11 +54,14 @@ def _admit_all(name: str, emails: list[OutgoingEmail]) -> tuple[list[OutgoingEma
 def emails_send_with_failover(
     *, emails: Sequence[OutgoingEmail], on_results: ResultsHook, admit: Admission = _admit_all,
     order: Sequence[str] | None = None, on_hand_over: HandOverHook | None = None,
+    journal: Journal | None = None,
 ) -> FailoverOutcome:
     """`order`: the providers to try (default: NOTIFIER_PROVIDERS; a re-send of an AMBIGUOUS
     row names only the provider that may have it). The hand-off mark named `order[0]`; before
-    any other provider is offered emails, `on_hand_over(name, emails)` records it, so an
-    AMBIGUOUS row always names the one ESP that may have it (decision 89)."""
+    any other provider is offered emails, `on_hand_over(name, emails)` records it and returns the
+    emails whose rows this batch still owns (only those are offered), so an AMBIGUOUS row always
+    names the one ESP that may have it (decision 89). `journal`: where a
+    provider sending message by message records its progress (decision 92)."""
     outcome = FailoverOutcome()
     pending = list(emails)
     counted: set[int] = set()
@@ -82,8 +85,10 @@ def emails_send_with_failover(
             pending = []
             break
         if on_hand_over is not None and name != order[0]:
-            on_hand_over(name, admitted)
-        screened = results_screen(provider=name, emails=admitted, results=_call(name, admitted))
+            admitted = on_hand_over(name, admitted)  # the rows still this batch's
+            if not admitted:
+                continue
+        screened = results_screen(provider=name, emails=admitted, results=_call(name, admitted, journal))
         results = screened.results
         _feed_breaker(name, results, fault=screened.fault)
         on_results(name, results)
@@ -99,14 +104,14 @@ def emails_send_with_failover(
     return outcome
 
 
-def _call(name: str, emails: list[OutgoingEmail]) -> list[SendResult]:
+def _call(name: str, emails: list[OutgoingEmail], journal: Journal | None = None) -> list[SendResult]:
     """The provider call; a bug inside an adapter must not leave the rows SENDING for minutes.
 
     Whatever it raised, the request may have left, so every email is AMBIGUOUS (held, never sent
     elsewhere) and the breaker counts a failure.
     """
     try:
-        return get_provider(name).send_batch(emails)
+        return get_provider(name).send_batch(emails, journal)
     except Exception as exc:
         logger.exception("provider %s raised; holding %d messages as ambiguous", name, len(emails))
         error = f"{PROVIDER_RAISED} {type(exc).__name__}: {exc}"[:500]

@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from core.broker_queues import BrokerRunWatch, broker_depths
 from core.priorities import SEND_QUEUES, Priority, claim_lease_seconds, queue_for, requeue_after_seconds
 from delivery.services import ledger
-from delivery.services.ambiguity import ambiguity_held, ambiguous_messages_resolve
+from delivery.services.ambiguity import ambiguous_messages_resolve
 from delivery.services.dispatch import messages_enqueue_by_priority
+from delivery.services.stalled_sends import stalled_sends_settle
 
 logger = logging.getLogger(__name__)
 
@@ -79,11 +79,12 @@ def stalled_messages_recover() -> RecoveryReport:
         messages_enqueue_by_priority(orphans)
         logger.warning("re-published %d queued messages whose task may be lost", len(orphans))
     ambiguous_after = timedelta(seconds=settings.NOTIFIER_AMBIGUOUS_AFTER_SECONDS)
-    with transaction.atomic():
-        stalled = ledger.stalled_sends_mark_ambiguous(started_before=now - ambiguous_after)
-        ambiguity_held(rows=stalled, reason="worker_lost")
-    if stalled:
-        logger.warning("%d sends have no provider answer; held as AMBIGUOUS", len(stalled))
+    stalled = stalled_sends_settle(started_before=now - ambiguous_after)
+    if stalled.ambiguous or stalled.released or stalled.sent:
+        logger.warning("sends with no provider answer: %d held as AMBIGUOUS, %d never left (queued "
+                       "again), %d accepted (send journal)", stalled.ambiguous, stalled.released,
+                       stalled.sent)
     resolved = ambiguous_messages_resolve(now=now)
-    return RecoveryReport(requeued=len(released), orphans=len(orphans) + len(lost_with_broker),
-                          ambiguous=len(stalled), resent=resolved.resent)
+    return RecoveryReport(requeued=len(released) + stalled.released,
+                          orphans=len(orphans) + len(lost_with_broker),
+                          ambiguous=stalled.ambiguous, resent=resolved.resent)

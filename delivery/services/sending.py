@@ -41,6 +41,7 @@ from delivery.services.failover import PROVIDER_RAISED, emails_send_with_failove
 from delivery.services.ledger import ClaimedMessage
 from delivery.services.provider_faults import recorded_error
 from delivery.services.rate_limits import emails_admit
+from delivery.services.send_journal import SendJournal
 from delivery.services.variants import variants_for_batch
 from templates.models import TemplateVersion
 from templates.rendering import TemplateError, render_for_send
@@ -307,13 +308,15 @@ def send_with_failover(
     to `record` (default: `results_recorder`); then retry, defer or dead-letter what is left."""
     record = record or results_recorder(token, report)
 
-    def hand_over(name: str, offered: list[OutgoingEmail]) -> None:
+    def hand_over(name: str, offered: list[OutgoingEmail]) -> list[OutgoingEmail]:
         ids = [email.message_id for email in offered]
         mark = partial(ledger.messages_mark_provider, message_ids=ids, token=token, provider=name)
-        hold_through_outage(mark, what=f"recording the hand-over to {name}")
+        owned = hold_through_outage(mark, what=f"recording the hand-over to {name}")
+        return [email for email in offered if email.message_id in owned]
 
     outcome = emails_send_with_failover(emails=emails, on_results=record, admit=emails_admit,
-                                        order=providers, on_hand_over=hand_over)
+                                        order=providers, on_hand_over=hand_over,
+                                        journal=SendJournal(token))
     if outcome.deferred:
         ids = [email.message_id for email in outcome.deferred]
         reason = "throttled or every provider unavailable"

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from delivery.providers.addresses import mailbox, wire_emails
-from delivery.providers.base import MESSAGE_ID_KEY, Outcome, OutgoingEmail, Provider, SendResult
+from delivery.providers.base import MESSAGE_ID_KEY, Journal, Outcome, OutgoingEmail, Provider, SendResult
 from delivery.providers.http import (
     HttpSettings,
     chunks_unique_recipients,
@@ -60,7 +60,7 @@ class MailgunProvider(Provider):
         self.session = new_session(settings)
         self.auth = ("api", settings.api_key)
 
-    def send_batch(self, emails: Sequence[OutgoingEmail]) -> list[SendResult]:
+    def send_batch(self, emails: Sequence[OutgoingEmail], journal: Journal | None = None) -> list[SendResult]:
         ready, refused = wire_emails(emails)
         by_id = {result.message_id: result for result in refused}
         groups: dict[tuple[str, SlotTemplate | None], list[OutgoingEmail]] = {}

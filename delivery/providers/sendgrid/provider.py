@@ -30,7 +30,7 @@ from functools import lru_cache
 from typing import Any
 
 from delivery.providers.addresses import mailbox, wire_emails
-from delivery.providers.base import MESSAGE_ID_KEY, Outcome, OutgoingEmail, Provider, SendResult
+from delivery.providers.base import MESSAGE_ID_KEY, Journal, Outcome, OutgoingEmail, Provider, SendResult
 from delivery.providers.http import (
     HttpAnswer,
     HttpSettings,
@@ -60,7 +60,7 @@ class SendGridProvider(Provider):
         self.session = new_session(settings)
         self.headers = {"Authorization": f"Bearer {settings.api_key}", "Content-Type": "application/json"}
 
-    def send_batch(self, emails: Sequence[OutgoingEmail]) -> list[SendResult]:
+    def send_batch(self, emails: Sequence[OutgoingEmail], journal: Journal | None = None) -> list[SendResult]:
         ready, refused = wire_emails(emails)
         by_id = {result.message_id: result for result in refused}
         encoder = _Encoder()

@@ -41,7 +41,7 @@ from botocore.exceptions import (
 )
 
 from delivery.providers.addresses import mailbox, wire_emails
-from delivery.providers.base import MESSAGE_ID_KEY, Outcome, OutgoingEmail, Provider, SendResult
+from delivery.providers.base import MESSAGE_ID_KEY, Journal, Outcome, OutgoingEmail, Provider, SendResult
 from delivery.providers.http import chunks_unique_recipients, retry_after_seconds
 
 MAX_BULK = 50
@@ -80,7 +80,7 @@ class SesProvider(Provider):
             ),
         )
 
-    def send_batch(self, emails: Sequence[OutgoingEmail]) -> list[SendResult]:
+    def send_batch(self, emails: Sequence[OutgoingEmail], journal: Journal | None = None) -> list[SendResult]:
         ready, refused = wire_emails(emails)
         by_id = {result.message_id: result for result in refused}
         by_id.update((result.message_id, result) for result in self._send_ready(ready))

@@ -65,6 +65,7 @@ from delivery.services.ledger.sweeps import (
     queued_transactional_requeue,
     stale_claims_release,
     stalled_sends_mark_ambiguous,
+    stalled_sends_read,
 )
 
 __all__ = [
@@ -103,5 +104,6 @@ __all__ = [
     "scheduled_messages_fence",
     "stale_claims_release",
     "stalled_sends_mark_ambiguous",
+    "stalled_sends_read",
     "without_flush_wait",
 ]

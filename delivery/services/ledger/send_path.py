@@ -160,12 +160,18 @@ def messages_claim_hand_off(
         return {row[0]: (row[1], row[2]) for row in cursor.fetchall()}
 
 
-def messages_mark_provider(*, message_ids: Sequence[int], token: str, provider: str) -> int:
+def messages_mark_provider(*, message_ids: Sequence[int], token: str, provider: str) -> set[int]:
     """Handed over rows about to be offered to a provider other than the one their hand-off
-    mark named (a failover): the ledger always names the one ESP that may have them."""
+    mark named (a failover): the ledger always names the one ESP that may have them. Returns
+    the rows still this claim's: only those may be offered (the recovery may have released the
+    rest of a stuck worker's batch, decision 92)."""
     if not message_ids:
-        return 0
-    return _owned(message_ids, token).update(provider=provider)
+        return set()
+    sql = (f"UPDATE {TABLE} SET provider = %s WHERE id IN ({placeholders(message_ids)}) "
+           f"AND {status_is()} AND claim_token = %s RETURNING id")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [provider, *message_ids, Status.SENDING, token])
+        return {row[0] for row in cursor.fetchall()}
 
 
 def _owned(message_ids: Sequence[int], token: str):

@@ -40,6 +40,16 @@ def stale_claims_release(*, claimed_before: Cutoff) -> list[tuple[int, int]]:
         return [(row[0], row[1]) for row in cursor.fetchall()]
 
 
+def stalled_sends_read(*, started_before: datetime, limit: int = 10_000) -> list[tuple[int, str, str, int]]:
+    """Handed over long ago with no recorded answer (the worker was lost mid-call, or is stuck):
+    [(id, claim token, provider, priority)], for the recovery to settle from the send journal."""
+    sql = (f"SELECT id, claim_token, provider, priority FROM {TABLE} "
+           f"WHERE status = %s AND send_started_at < %s LIMIT %s")
+    with connection.cursor() as cursor:
+        cursor.execute(walking_the_index(sql), [Status.SENDING, started_before, limit])
+        return [(row[0], row[1], row[2], row[3]) for row in cursor.fetchall()]
+
+
 def stalled_sends_mark_ambiguous(*, started_before: datetime) -> list[tuple[int, str]]:
     """Handed over long ago with no recorded answer (the worker was lost mid-call): hold for
     reconciliation. [(id, provider the hand-off named)]."""
