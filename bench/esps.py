@@ -3,7 +3,8 @@
 - FakeEspProcess: a fake HTTP ESP of testkit/fakes (SendGrid or Mailgun, real wire format) in a
   process of its own, so it does not share the script's GIL; commands (refuse for N seconds,
   stop) go through a queue and its ledger comes back as a JSON-lines file of (our message id,
-  accepted_at epoch).
+  accepted_at epoch). A fake SendGrid can post signed `processed` events of what it accepted
+  to the web's webhook (`events`), as SendGrid's Event Webhook does.
 - SmtpSink: Postfix's smtp-sink on 127.0.0.1 dumping one file per message (`-d`); the
   X-Notifier-Message-Id header identifies the message and the file's mtime is the acceptance.
 """
@@ -39,10 +40,72 @@ MESSAGE_ID_HEADER = re.compile(rb"^X-Notifier-Message-Id:\s*(\S+)", re.MULTILINE
 FREEZE_EVERY_SECONDS = 2.0
 
 
-def _serve(provider: str, ready: mp.Queue, commands: mp.Queue, out_path: str) -> None:
+# A SendGrid account posts its events in batches (up to ~1,000 per request); so does the fake.
+EVENTS_EVERY_SECONDS = 0.5
+EVENTS_PER_REQUEST = 1000
+
+
+class EventPoster:
+    """Posts a signed SendGrid `processed` event for every message the fake accepted, to the
+    web's webhook, as SendGrid's Event Webhook does: what lets the platform settle AMBIGUOUS
+    sends from the ESP's evidence (decision 89) inside a benchmark run."""
+
+    def __init__(self, fake: object, url: str, private_key_pem: bytes) -> None:
+        import threading
+
+        from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+        from testkit.webhook_signing import SendGridTestSigner
+
+        self.fake, self.url = fake, url
+        self.signer = SendGridTestSigner(load_pem_private_key(private_key_pem, password=None))
+        self.posted = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="event-poster")
+
+    def start(self) -> EventPoster:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        import requests
+
+        session = requests.Session()
+        while not self._stop.wait(EVENTS_EVERY_SECONDS):
+            entries = self.fake.ledger.entries()[self.posted:]
+            for start in range(0, len(entries), EVENTS_PER_REQUEST):
+                chunk = entries[start:start + EVENTS_PER_REQUEST]
+                while not self._post(session, chunk) and not self._stop.is_set():
+                    time.sleep(1)  # the web is restarting or the database is away: again
+                self.posted += len(chunk)
+
+    def _post(self, session: object, entries: list) -> bool:
+        body = json.dumps([_processed_event(entry) for entry in entries]).encode()
+        headers = {"Content-Type": "application/json", **self.signer.sign(body)}
+        try:
+            return session.post(self.url, data=body, headers=headers, timeout=30).status_code < 300
+        except OSError:
+            return False
+
+
+def _processed_event(entry: object) -> dict:
+    from delivery.providers.base import MESSAGE_ID_KEY
+
+    return {"email": entry.recipient, "timestamp": int(entry.accepted_at), "event": "processed",
+            "sg_event_id": f"processed-{entry.provider_message_id}-{entry.message_id}",
+            "sg_message_id": entry.provider_message_id, MESSAGE_ID_KEY: entry.message_id}
+
+
+def _serve(provider: str, ready: mp.Queue, commands: mp.Queue, out_path: str,
+           events: tuple[str, bytes] | None = None) -> None:
     from testkit.fakes import FakeMailgun, FakeSendGrid
 
     fake = (FakeSendGrid if provider == "sendgrid" else FakeMailgun)(api_key=None).start()
+    poster = EventPoster(fake, *events).start() if events else None
     ready.put(fake.url)
     while True:
         try:
@@ -53,6 +116,8 @@ def _serve(provider: str, ready: mp.Queue, commands: mp.Queue, out_path: str) ->
         if command == "refuse":
             fake.faults.refuse(for_seconds=float(arg))
         elif command == "stop":
+            if poster is not None:
+                poster.stop()
             entries = fake.ledger.entries()
             with open(out_path, "w") as out:
                 for entry in entries:
@@ -67,12 +132,13 @@ class FakeEspProcess:
     """A fake `provider` ("sendgrid" or "mailgun") in a spawned process; `refuse(seconds)` and
     `stop_and_read()`."""
 
-    def __init__(self, provider: str, out_path: Path) -> None:
+    def __init__(self, provider: str, out_path: Path, events: tuple[str, bytes] | None = None) -> None:
+        """`events`: (webhook URL, PEM private key) to post SendGrid events of what it accepts."""
         ctx = mp.get_context("spawn")
         self.out_path = out_path
         self._ready, self._commands = ctx.Queue(), ctx.Queue()
         self.process = ctx.Process(target=_serve, daemon=True,
-                                   args=(provider, self._ready, self._commands, str(out_path)))
+                                   args=(provider, self._ready, self._commands, str(out_path), events))
         self.url = ""
 
     def start(self) -> FakeEspProcess:

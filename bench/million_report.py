@@ -4,7 +4,7 @@ latency per priority, campaign completion, scheduled lateness, lost/duplicates, 
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from itertools import pairwise
 from pathlib import Path
 
@@ -30,14 +30,19 @@ def acceptances(primary: list[tuple[str, float]],
     return seen
 
 
-def delivery_counts(expected: set[str], seen: dict, ambiguous: set[str], pending: set[str]) -> dict:
-    """lost = expected - delivered - AMBIGUOUS (held for reconciliation, listed apart) - still
-    pending when a hard time bound stopped the run (listed apart too)."""
+def delivery_counts(expected: set[str], seen: dict, ambiguous: set[str], pending: set[str],
+                    held_for_operator: set[str] = frozenset()) -> dict:
+    """lost = expected - delivered - still pending when a hard time bound stopped the run (listed
+    apart). An AMBIGUOUS message no ESP received is lost (decision 89 settles those from the
+    ESP's evidence), except the ones held for an operator by rule (`held_for_operator`: an SMTP
+    transaction in flight, where only the server knows), listed apart."""
     delivered = expected & seen.keys()
     dups = sorted(m for m in delivered if len(seen[m]) > 1)
     cross = sorted(m for m in dups if len({esp for esp, _ in seen[m]}) > 1)
-    lost = sorted(expected - delivered - ambiguous - pending, key=int)
+    held = (ambiguous & held_for_operator) - delivered
+    lost = sorted(expected - delivered - pending - held, key=int)
     return {
+        "held_for_operator": len(held), "held_for_operator_ids": sorted(held, key=int)[:20],
         "expected": len(expected), "delivered_distinct": len(delivered),
         "lost": len(lost), "lost_ids_sample": lost[:20],
         "pending_at_stop": len(pending - delivered),
@@ -54,6 +59,16 @@ def delivery_counts(expected: set[str], seen: dict, ambiguous: set[str], pending
 def latency(sent: list, seen: dict, label: str) -> dict:
     return percentiles([seen[s.message_id][0][1] - s.started for s in sent
                         if s.label == label and s.message_id in seen])
+
+
+def resent_figures(sent: list, seen: dict, resent: set[str], campaign_ids: set[str]) -> dict:
+    """The sends re-sent after their ESP's evidence (decision 89): how many per stream, and the
+    request-to-ESP time of the streams' ones (the evidence window is most of it)."""
+    by_label = Counter(s.label for s in sent if s.message_id in resent)
+    waits = [seen[s.message_id][0][1] - s.started for s in sent
+             if s.message_id in resent and s.message_id in seen]
+    return {"count": len(resent), "campaign": len(resent & campaign_ids), "streams": dict(by_label),
+            "stream_latency": percentiles(waits)}
 
 
 STAGES = ("driver", "web", "queue", "claim_to_send", "esp")
@@ -165,8 +180,16 @@ def table(result: dict) -> str:
                  f"dup {d['duplicates']}  cross-ESP dup {d['cross_esp_duplicates']}  "
                  f"via secondary {d['via_secondary']:,}  pending at stop {d['pending_at_stop']:,}")
     amb = d["ambiguous"]
-    lines.append(f"  AMBIGUOUS {amb['count']}: reconciled (at an ESP once) "
-                 f"{len(amb['reconciled_delivered_once'])}, at no ESP {len(amb['not_at_any_esp'])}")
+    once = len(amb["reconciled_delivered_once"])
+    lines.append(f"  AMBIGUOUS at the end {amb['count']}: at an ESP once {once}, "
+                 f"at no ESP {len(amb['not_at_any_esp'])} (of which held for an operator, SMTP in "
+                 f"flight: {d.get('held_for_operator', 0)}; the rest count as lost)")
+    again = result.get("resent_after_evidence") or {}
+    if again.get("count"):
+        wait = again["stream_latency"]
+        lines.append(f"  re-sent after the ESP's evidence (not in the latencies above): {again['count']} "
+                     f"(campaign {again['campaign']}, streams {again['streams']}), stream request -> "
+                     f"ESP p50 {wait.get('p50')} s, max {wait.get('max')} s")
     lines.append(f"  API errors {len(result['api_errors'])}; faults {len(result['faults'])}")
     lines.append("  peak RSS MB: " + ", ".join(f"{k} {v}" for k, v in result["peak_rss_mb"].items()))
     lines.append("  CPU s: " + ", ".join(f"{k} {v}" for k, v in result["cpu_seconds"].items()))

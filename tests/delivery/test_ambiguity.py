@@ -14,6 +14,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from campaigns.models import Campaign
 from clients.services import api_client_create
 from delivery.models import AmbiguityRecord, EmailMessage, ProviderEventCoverage
 from delivery.providers.events import EventType
@@ -25,6 +26,7 @@ from feedback.services.processing import events_process
 from notifier.celery import app as celery_app
 from tests.delivery.conftest import ledger_counts
 from tests.factories import email_message, owner, template_version
+from tests.feedback.helpers import campaign as campaign_of
 from tests.feedback.helpers import event
 
 Status = EmailMessage.Status
@@ -62,8 +64,8 @@ def _handed_over(provider: str, *, at=None, **fields) -> EmailMessage:
     return message
 
 
-def _worker_lost(provider: str, *, at) -> EmailMessage:
-    message = _handed_over(provider, at=at)
+def _worker_lost(provider: str, *, at, **fields) -> EmailMessage:
+    message = _handed_over(provider, at=at, **fields)
     stalled_messages_recover_at(at + timedelta(hours=1))
     return message
 
@@ -185,3 +187,18 @@ def test_the_api_lists_a_service_its_own_ambiguous_sends_by_reason_and_age(api, 
     stranger = APIClient()
     stranger.credentials(HTTP_AUTHORIZATION=f"Api-Key {other_key}")
     assert [row["id"] for row in stranger.get("/api/v1/messages/ambiguous").json()["oldest"]] == [theirs.id]
+
+
+def test_a_finished_campaigns_row_is_resent_a_cancelled_ones_is_not(window):
+    """The campaign of a row that never arrived has usually COMPLETED meanwhile (an AMBIGUOUS row
+    is finished for its progress): its re-send is still the campaign's promise."""
+    t0 = timezone.now() - timedelta(minutes=30)
+    completed, cancelled = campaign_of(), campaign_of()
+    kept = _worker_lost("sendgrid", at=t0, campaign=completed, priority=2)
+    dropped = _worker_lost("sendgrid", at=t0, campaign=cancelled, priority=2)
+    Campaign.objects.filter(id=completed.id).update(status=Campaign.Status.COMPLETED)
+    Campaign.objects.filter(id=cancelled.id).update(status=Campaign.Status.CANCELLED)
+    _sent_with_event("sendgrid", at=t0 + timedelta(seconds=window + 5))
+    assert ambiguous_messages_resolve().resent == 1
+    assert EmailMessage.objects.get(id=kept.id).status == Status.QUEUED
+    assert EmailMessage.objects.get(id=dropped.id).status == Status.AMBIGUOUS

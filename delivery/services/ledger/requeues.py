@@ -10,7 +10,7 @@ from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
-from delivery.extensions import requeue_guard_sql
+from delivery.extensions import claim_guard_sql, requeue_guard_sql
 from delivery.models import EmailMessage
 from delivery.services.ledger.sql import TABLE, Status, placeholders
 
@@ -57,7 +57,10 @@ def ambiguous_messages_resend(
         f"UPDATE {TABLE} SET status = %s, claim_token = '', claimed_at = NULL, "
         f"send_started_at = NULL, error = %s WHERE id IN ({placeholders(message_ids)}) "
         f"AND status = %s AND provider = %s AND send_started_at < %s "
-        f"AND {requeue_guard_sql()} RETURNING id, priority"
+        # The claim's guard, not the requeue guard: the campaign of a row that never arrived has
+        # usually COMPLETED meanwhile (an AMBIGUOUS row is finished for its progress), and its
+        # re-send is that campaign's own promise; a paused or cancelled one sends nothing.
+        f"AND {claim_guard_sql()} RETURNING id, priority"
     )
     params = [Status.QUEUED, error[:2000], *message_ids, Status.AMBIGUOUS, provider, handed_over_before]
     with connection.cursor() as cursor:
