@@ -53,7 +53,8 @@ def send_workers(spawn: Spawn, log_dir: Path, env: dict[str, str], role: str, *,
         worker = processes.celery_worker(role, env, log_dir, concurrency=concurrency)
         worker.name = f"{worker.name}-{i}"
         worker.log_path = log_dir / f"{worker.name}.log"
-        started.append(spawn(worker))
-    for worker in started:
-        worker.wait_for_log("ready.", timeout=60)
-    return started
+        offset = len(worker.log())  # a restarted worker appends to its first run's log
+        started.append((spawn(worker), offset))
+    for worker, offset in started:
+        worker.wait_for_log("ready.", timeout=60, after=offset)
+    return [worker for worker, _ in started]
