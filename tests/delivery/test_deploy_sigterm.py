@@ -105,7 +105,7 @@ def _deploy_stop(pools: list[processes.ManagedProcess], whole_group: bool) -> No
         assert "WorkerLostError" not in worker.log()  # no running task was killed
 
 
-@pytest.mark.parametrize("whole_group", [False], ids=["main-process"])
+@pytest.mark.parametrize("whole_group", [False, True], ids=["main-process", "process-group"])
 def test_sigterm_to_every_pool_mid_send_then_restart_loses_and_repeats_nothing_without_waiting(
     esps, spawn, tmp_path, whole_group
 ):
