@@ -8,7 +8,6 @@ our message id, and checks the ledger in Postgres agrees. Windows are shortened 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from statistics import median
 
 import pytest
@@ -21,8 +20,9 @@ from testkit import processes
 from testkit.fakes import FakeSendGrid
 from testkit.fakes.http_base import HttpReply, Result
 from testkit.fakes.ledger import Outcome
+from testkit.waiting import wait_for
 from tests.delivery.conftest import esp_env, ledger_counts
-from tests.factories import template_version
+from tests.support.send_runs import messages_create, send_workers, settled, statuses
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 Status = EmailMessage.Status
@@ -38,79 +38,37 @@ def _purge():
     celery_app.control.purge()
 
 
-def _messages(n: int, priority: int, *, domain: str = "example.com", prefix: str = "u") -> list[int]:
-    version = template_version()
-    rows = EmailMessage.objects.bulk_create(
-        EmailMessage(recipient=f"{prefix}{i}@{domain}", context={"name": f"N{i}"},
-                     template_version=version, priority=priority,
-                     idempotency_key=f"{prefix}-{version.id}-{i}")
-        for i in range(n)
-    )
-    return [row.id for row in rows]
-
-
-def _wait(predicate: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return predicate()
-
-
-def _settled(ids: list[int]) -> bool:
-    return not EmailMessage.objects.filter(id__in=ids, status__in=[Status.QUEUED, Status.SENDING]).exists()
-
-
-def _statuses(ids: list[int]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for status in EmailMessage.objects.filter(id__in=ids).values_list("status", flat=True):
-        out[status] = out.get(status, 0) + 1
-    return out
-
-
-def _workers(spawn, tmp_path, env: dict, role: str, *, count: int = 1, concurrency: int = 2) -> None:
-    started = []
-    for i in range(count):
-        worker = processes.celery_worker(role, env, tmp_path, concurrency=concurrency)
-        worker.name = f"{worker.name}-{i}"
-        worker.log_path = tmp_path / f"{worker.name}.log"
-        started.append(spawn(worker))
-    for worker in started:
-        worker.wait_for_log("ready.", timeout=60)
-
-
 def _env(esps, providers: str, **extra: str) -> dict[str, str]:
     return processes.subprocess_env(NOTIFIER_PROVIDERS=providers, **esp_env(esps), **FAST_RETRIES, **extra)
 
 
 def test_primary_5xx_everything_delivered_by_secondary_exactly_once(esps, spawn, tmp_path):
     esps["sendgrid"].faults.error_5xx(503)
-    ids = _messages(300, priority=2)
-    _workers(spawn, tmp_path, _env(esps, "sendgrid,mailgun"), "normal")
+    ids = messages_create(300, priority=2)
+    send_workers(spawn, tmp_path, _env(esps, "sendgrid,mailgun"), "normal")
     messages_enqueue(message_ids=ids, priority=2)
-    assert _wait(lambda: _settled(ids), 60), _statuses(ids)
+    assert wait_for(lambda: settled(ids), timeout=60, interval=0.2), statuses(ids)
     assert ledger_counts(esps, ids) == ([], {}, {})
-    assert _statuses(ids) == {Status.SENT: 300}
+    assert statuses(ids) == {Status.SENT: 300}
     assert esps["mailgun"].ledger.count() == 300
 
 
 def test_primary_refusing_connections_fails_over(esps, spawn, tmp_path):
     esps["ses"].faults.refuse()
-    ids = _messages(40, priority=0)
-    _workers(spawn, tmp_path, _env(esps, "ses,sendgrid"), "critical", concurrency=4)
+    ids = messages_create(40, priority=0)
+    send_workers(spawn, tmp_path, _env(esps, "ses,sendgrid"), "critical", concurrency=4)
     messages_enqueue(message_ids=ids, priority=0)
-    assert _wait(lambda: _settled(ids), 60), _statuses(ids)
+    assert wait_for(lambda: settled(ids), timeout=60, interval=0.2), statuses(ids)
     assert ledger_counts(esps, ids) == ([], {}, {})
     assert esps["sendgrid"].ledger.count() == 40
 
 
 def test_accept_then_hang_is_held_ambiguous_and_reconciled_never_cross_sent(esps, spawn, tmp_path):
     esps["sendgrid"].faults.accept_then_hang(hang_seconds=3, probability=0.05)
-    ids = _messages(120, priority=0)
-    _workers(spawn, tmp_path, _env(esps, "sendgrid,mailgun"), "critical", concurrency=4)
+    ids = messages_create(120, priority=0)
+    send_workers(spawn, tmp_path, _env(esps, "sendgrid,mailgun"), "critical", concurrency=4)
     messages_enqueue(message_ids=ids, priority=0)
-    assert _wait(lambda: _settled(ids), 120), _statuses(ids)
+    assert wait_for(lambda: settled(ids), timeout=120, interval=0.2), statuses(ids)
     held = EmailMessage.objects.filter(id__in=ids, status=Status.AMBIGUOUS)
     ambiguous = list(held.values_list("id", flat=True))
     assert ambiguous, "the fault plan hung some requests"
@@ -122,20 +80,20 @@ def test_accept_then_hang_is_held_ambiguous_and_reconciled_never_cross_sent(esps
         entry = hung[str(message_id)]
         assert message_reconcile(message_id=message_id, accepted=True, provider="sendgrid",
                                  provider_message_id=entry.provider_message_id)
-    assert _statuses(ids) == {Status.SENT: 120}
+    assert statuses(ids) == {Status.SENT: 120}
 
 
 def test_429_storm_nothing_dead_lettered_retry_after_respected(esps, spawn, tmp_path):
     storm, retry_after = 6.0, 2
-    ids_p0 = _messages(20, priority=0, prefix="otp")
-    ids_p3 = _messages(600, priority=3, prefix="bulk")
+    ids_p0 = messages_create(20, priority=0, prefix="otp")
+    ids_p3 = messages_create(600, priority=3, prefix="bulk")
     env = _env(esps, "sendgrid")
-    _workers(spawn, tmp_path, env, "critical", concurrency=2)
-    _workers(spawn, tmp_path, env, "low", concurrency=2)
+    send_workers(spawn, tmp_path, env, "critical", concurrency=2)
+    send_workers(spawn, tmp_path, env, "low", concurrency=2)
     esps["sendgrid"].faults.rate_limit(retry_after, for_seconds=storm)
     messages_enqueue(message_ids=ids_p3, priority=3)
     messages_enqueue(message_ids=ids_p0, priority=0)
-    assert _wait(lambda: _settled(ids_p0 + ids_p3), 90), _statuses(ids_p0 + ids_p3)
+    assert wait_for(lambda: settled(ids_p0 + ids_p3), timeout=90, interval=0.2), statuses(ids_p0 + ids_p3)
     assert DeadLetter.objects.count() == 0
     assert ledger_counts(esps, ids_p0 + ids_p3) == ([], {}, {})
     throttled = esps["sendgrid"].ledger.outcomes().get(Outcome.RATE_LIMITED, 0)
@@ -163,13 +121,14 @@ def test_poison_message_dead_lettered_others_unaffected_requeue_sends_once(esps,
     with PoisonSendGrid() as poison_esp:
         esps = {**esps, "sendgrid": poison_esp}
         env = _env(esps, "sendgrid", NOTIFIER_BREAKER_FAILURES="100")
-        ids = _messages(30, priority=0)
-        [poison_id] = _messages(1, priority=0, domain="x.example", prefix="poison")
+        ids = messages_create(30, priority=0)
+        [poison_id] = messages_create(1, priority=0, domain="x.example", prefix="poison")
         EmailMessage.objects.filter(id=poison_id).update(recipient="poison@x.example")
-        _workers(spawn, tmp_path, env, "critical", concurrency=2)
+        send_workers(spawn, tmp_path, env, "critical", concurrency=2)
         messages_enqueue(message_ids=[poison_id, *ids], priority=0)
-        assert _wait(lambda: _settled([poison_id, *ids]), 90), _statuses([poison_id, *ids])
-        assert _statuses(ids) == {Status.SENT: 30}
+        everything = [poison_id, *ids]
+        assert wait_for(lambda: settled(everything), timeout=90, interval=0.2), statuses(everything)
+        assert statuses(ids) == {Status.SENT: 30}
         dead = DeadLetter.objects.get(message_id=poison_id)
         assert len(dead.attempts) == 5  # P0's max_send_attempts
         assert ledger_counts(esps, ids) == ([], {}, {})
@@ -177,7 +136,7 @@ def test_poison_message_dead_lettered_others_unaffected_requeue_sends_once(esps,
         from django.core.management import call_command
         call_command("requeue_dead_letters")
         call_command("requeue_dead_letters")
-        assert _wait(lambda: _statuses([poison_id]) == {Status.SENT: 1}, 30)
+        assert wait_for(lambda: statuses([poison_id]) == {Status.SENT: 1}, timeout=30, interval=0.2)
         time.sleep(1)
         assert ledger_counts(esps, [poison_id, *ids]) == ([], {}, {})
 
@@ -195,11 +154,11 @@ def _steady_rate(times: list[float], trim: float = 1.5) -> tuple[float, float]:
 
 
 def test_two_workers_share_one_50_per_second_provider_limit(esps, spawn, tmp_path):
-    ids = _messages(750, priority=2)
+    ids = messages_create(750, priority=2)
     env = _env(esps, "sendgrid", NOTIFIER_PROVIDER_RATE_LIMITS="sendgrid=50:5")
-    _workers(spawn, tmp_path, env, "normal", count=2, concurrency=2)
+    send_workers(spawn, tmp_path, env, "normal", count=2, concurrency=2)
     messages_enqueue(message_ids=ids, priority=2)
-    assert _wait(lambda: _settled(ids), 60), _statuses(ids)
+    assert wait_for(lambda: settled(ids), timeout=60, interval=0.2), statuses(ids)
     assert ledger_counts(esps, ids) == ([], {}, {})
     times = sorted(e.accepted_at for e in esps["sendgrid"].ledger.entries())
     rate, span = _steady_rate(times)
@@ -208,12 +167,12 @@ def test_two_workers_share_one_50_per_second_provider_limit(esps, spawn, tmp_pat
 
 
 def test_per_domain_limit_holds_across_workers(esps, spawn, tmp_path):
-    slow = _messages(300, priority=2, domain="gmail.com")
-    fast = _messages(200, priority=2, domain="example.com", prefix="f")
+    slow = messages_create(300, priority=2, domain="gmail.com")
+    fast = messages_create(200, priority=2, domain="example.com", prefix="f")
     env = _env(esps, "sendgrid", NOTIFIER_DOMAIN_RATE_LIMITS="gmail.com=20")
-    _workers(spawn, tmp_path, env, "normal", count=2, concurrency=2)
+    send_workers(spawn, tmp_path, env, "normal", count=2, concurrency=2)
     messages_enqueue(message_ids=slow + fast, priority=2)
-    assert _wait(lambda: _settled(slow + fast), 60), _statuses(slow + fast)
+    assert wait_for(lambda: settled(slow + fast), timeout=60, interval=0.2), statuses(slow + fast)
     assert ledger_counts(esps, slow + fast) == ([], {}, {})
     gmail = sorted(e.accepted_at for e in esps["sendgrid"].ledger.entries() if "gmail" in e.recipient)
     rate, span = _steady_rate(gmail)
@@ -227,17 +186,17 @@ def test_per_domain_limit_holds_across_workers(esps, spawn, tmp_path):
 def test_breaker_opens_skips_probes_and_closes_as_the_ledger_shows(esps, spawn, tmp_path):
     env = _env(esps, "sendgrid,mailgun", NOTIFIER_BREAKER_FAILURES="3",
                NOTIFIER_BREAKER_COOLDOWN_SECONDS="1", NOTIFIER_BREAKER_PROBE_SECONDS="3")
-    _workers(spawn, tmp_path, env, "critical", concurrency=2)
+    send_workers(spawn, tmp_path, env, "critical", concurrency=2)
     outage = 4.0
     esps["sendgrid"].faults.error_5xx(503, for_seconds=outage)
     started = time.monotonic()
     ids: list[int] = []
     for second in range(8):  # 15 messages a second for 8 s
-        batch = _messages(15, priority=0, prefix=f"s{second}")
+        batch = messages_create(15, priority=0, prefix=f"s{second}")
         messages_enqueue(message_ids=batch, priority=0)
         ids += batch
         time.sleep(max(0.0, started + second + 1 - time.monotonic()))
-    assert _wait(lambda: _settled(ids), 60), _statuses(ids)
+    assert wait_for(lambda: settled(ids), timeout=60, interval=0.2), statuses(ids)
     assert ledger_counts(esps, ids) == ([], {}, {})
     failures = esps["sendgrid"].ledger.outcomes().get(Outcome.SERVER_ERROR, 0)
     sent_in_outage = 15 * outage
@@ -251,14 +210,15 @@ def test_breaker_opens_skips_probes_and_closes_as_the_ledger_shows(esps, spawn, 
 
 
 def test_poison_that_kills_its_process_is_dead_lettered_batch_mates_sent_once(esps, spawn, tmp_path):
-    ids = _messages(60, priority=2)
-    [poison_id] = _messages(1, priority=2, prefix="crash")
+    ids = messages_create(60, priority=2)
+    [poison_id] = messages_create(1, priority=2, prefix="crash")
     EmailMessage.objects.filter(id=poison_id).update(recipient="crash@x.example")
     env = _env(esps, "sendgrid", NOTIFIER_FAULT_CRASH_RECIPIENT="crash@x.example")
-    _workers(spawn, tmp_path, env, "normal", concurrency=2)
+    send_workers(spawn, tmp_path, env, "normal", concurrency=2)
     messages_enqueue(message_ids=[*ids[:30], poison_id, *ids[30:]], priority=2)  # one batch
-    assert _wait(lambda: _settled([poison_id, *ids]), 150), _statuses([poison_id, *ids])
-    assert _statuses(ids) == {Status.SENT: 60}
+    everything = [poison_id, *ids]
+    assert wait_for(lambda: settled(everything), timeout=150, interval=0.2), statuses(everything)
+    assert statuses(ids) == {Status.SENT: 60}
     assert DeadLetter.objects.filter(message_id=poison_id).exists()
     assert EmailMessage.objects.get(id=poison_id).attempts == 9  # P2 allows 8
     assert ledger_counts(esps, ids) == ([], {}, {})

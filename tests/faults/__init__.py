@@ -14,4 +14,8 @@ process started without the variable behaves exactly like production:
 - `NOTIFIER_FAULT_SCHEDULER_PAUSE_AFTER_CLAIM` / `..._AFTER_FENCE` (seconds): the scheduler holds
   a claimed batch before the database fence or before publishing it
   (`scheduling.signals.due_batch_claimed` / `due_batch_fenced`); logs "fault: pausing".
+
+One more is read by tests/fault_settings.py itself, not by a receiver:
+`NOTIFIER_FAULT_UNACKED_RESTORE_SECONDS` (how often kombu sweeps the unacked broker messages, for a
+test that shortens the visibility timeout: tests/delivery/test_visibility_timeout.py).
 """
