@@ -6,6 +6,8 @@
   table of docs/architecture.md and its process diagram; the docs name no other `email-*` queue.
 - Environment variables: each one the code reads has a row in the README's Configuration table
   and follows docs/contributing.md's naming rule (prefixes, or a listed conventional name).
+- The fault catalogue: docs/fault_catalogue.md has a row for each of F1-F23, and every test it
+  names (a file, or a file::test) exists.
 
 The code is read with `ast`, so a new call site is found without anyone registering it.
 """
@@ -425,3 +427,16 @@ def test_each_renamed_variable_is_read_under_its_new_name_and_listed_in_the_read
     read, readme = variables_read(), README.read_text()
     assert sorted(new for new in RENAMED.values() if new not in read) == []
     assert sorted(old for old in RENAMED if f"`{old}`" not in readme) == []
+
+
+# --- The fault catalogue ------------------------------------------------------------------------
+
+def test_the_fault_catalogue_names_a_test_for_every_fault_and_each_test_exists():
+    text = (ROOT / "docs" / "fault_catalogue.md").read_text()
+    rows = {int(m.group(1)) for m in re.finditer(r"^\| F(\d+) \|", text, re.M)}
+    assert rows == set(range(1, 24))
+    named = re.findall(r"`(tests/[\w/]+\.py)(?:::(\w+))?", text)
+    assert len(named) > 30
+    missing = [f"{path}::{test}" if test else path for path, test in named
+               if not (ROOT / path).is_file() or (test and f"def {test}(" not in (ROOT / path).read_text())]
+    assert missing == []

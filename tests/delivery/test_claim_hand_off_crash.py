@@ -9,8 +9,10 @@ import pytest
 from delivery.models import DeadLetter, EmailMessage
 from delivery.services.dispatch import messages_enqueue
 from notifier.celery import app as celery_app
+from testkit.waiting import wait_for
 from tests.delivery.conftest import ledger_counts
-from tests.delivery.test_delivery_faults import _env, _messages, _settled, _statuses, _wait, _workers
+from tests.delivery.test_delivery_faults import _env
+from tests.support.send_runs import messages_create, send_workers, settled, statuses
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 Status = EmailMessage.Status
@@ -24,14 +26,14 @@ def _purge():
 
 
 def test_a_bulk_batch_killed_while_rendering_is_sent_once_and_the_poison_dead_lettered(esps, spawn, tmp_path):
-    ids = _messages(60, priority=3)
-    [poison_id] = _messages(1, priority=3, prefix="crash")
+    ids = messages_create(60, priority=3)
+    [poison_id] = messages_create(1, priority=3, prefix="crash")
     EmailMessage.objects.filter(id=poison_id).update(recipient="crash@x.example")
     env = _env(esps, "sendgrid", NOTIFIER_FAULT_CRASH_RECIPIENT="crash@x.example")
-    _workers(spawn, tmp_path, env, "low", concurrency=2)
+    send_workers(spawn, tmp_path, env, "low", concurrency=2)
     messages_enqueue(message_ids=[*ids[:30], poison_id, *ids[30:]], priority=3)  # one batch
-    assert _wait(lambda: _settled([poison_id, *ids]), 150), _statuses([poison_id, *ids])
-    assert _statuses(ids) == {Status.SENT: 60}
+    assert wait_for(lambda: settled([poison_id, *ids]), 150), statuses([poison_id, *ids])
+    assert statuses(ids) == {Status.SENT: 60}
     assert DeadLetter.objects.filter(message_id=poison_id).exists()
     # The same count as the three-write path: the deliveries that died before the one write
     # counted nothing, the redelivered ones claimed first (P3 allows 8).
