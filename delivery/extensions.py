@@ -11,6 +11,9 @@ loads every installed app before it sends, so a worker always has the same rules
   (`failed_messages_requeue`);
 - header providers: `f(message) -> {header: value}` merged into each outgoing message
   (`message` is a `SendableMessage`: its id, recipient, priority, context, campaign and contact).
+- evidence readers: `f(message ids) -> {id: evidence}`, the ESP events already stored about
+  those messages (feedback registers it): an AMBIGUOUS row with one is settled as SENT, never
+  re-sent (delivery/services/ambiguity.py, decision 89).
 """
 
 from __future__ import annotations
@@ -39,10 +42,12 @@ class SendableMessage(Protocol):
 
 
 HeaderProvider = Callable[[SendableMessage], dict[str, str]]
+EvidenceReader = Callable[[list[int]], dict[int, dict]]
 
 _claim_guards: list[str] = []
 _requeue_guards: list[str] = []
 _header_providers: list[HeaderProvider] = []
+_evidence_readers: list[EvidenceReader] = []
 
 
 def register_claim_guard(sql: str) -> None:
@@ -58,6 +63,20 @@ def register_requeue_guard(sql: str) -> None:
 def register_header_provider(provider: HeaderProvider) -> None:
     if provider not in _header_providers:
         _header_providers.append(provider)
+
+
+def register_evidence_reader(reader: EvidenceReader) -> None:
+    if reader not in _evidence_readers:
+        _evidence_readers.append(reader)
+
+
+def esp_evidence(message_ids: list[int]) -> dict[int, dict]:
+    """Per message id, the first registered reader's evidence that an ESP took it."""
+    found: dict[int, dict] = {}
+    for reader in _evidence_readers:
+        for message_id, evidence in reader(message_ids).items():
+            found.setdefault(message_id, evidence)
+    return found
 
 
 def claim_guard_sql() -> str:

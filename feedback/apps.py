@@ -10,10 +10,15 @@ class FeedbackConfig(AppConfig):
         from django.db.models.signals import post_delete, post_save
 
         from clients.send_guards import register_send_guard
+        from delivery.extensions import register_evidence_reader
         from feedback.models import ReputationHold
         from feedback.permissions import forget_client_verdict, reputation_hold_refusal
+        from feedback.selectors import stored_events_about
 
         register_send_guard(reputation_hold_refusal)
+        # An event stored while its message was still SENDING is the evidence an AMBIGUOUS row
+        # waits for (delivery/services/ambiguity.py): it must not be re-sent.
+        register_evidence_reader(stored_events_about)
         # A hold placed or released here is seen by this process's next request at once (others:
         # within NOTIFIER_SEND_GUARD_CACHE_SECONDS, decision 53).
         post_save.connect(forget_client_verdict, sender=ReputationHold)

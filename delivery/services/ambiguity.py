@@ -10,7 +10,9 @@ so an AMBIGUOUS row names the one ESP that may have it. Then, in this order:
 
 1. Any event of that ESP about the message (SendGrid processed/delivered/bounce/deferred,
    Mailgun accepted/delivered/failed, SES Send/Delivery/Bounce) proves it took the message:
-   SENT (feedback/services/processing.py calls `delivery.services.reconcile`).
+   SENT (feedback/services/processing.py calls `delivery.services.reconcile` when it arrives;
+   one stored while the row was still SENDING is found here, through the feedback app's
+   evidence reader, before anything is re-sent).
 2. Events of that ESP have arrived for messages handed over more than
    NOTIFIER_AMBIGUOUS_EVENT_WINDOW_SECONDS after this one, and none for this one: its webhook
    is configured and delivering, so this message never arrived. It is sent again, through the
@@ -34,6 +36,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from delivery.extensions import esp_evidence
 from delivery.models import AmbiguityRecord, EmailMessage, ProviderEventCoverage
 from delivery.services import ledger
 from delivery.services.dispatch import messages_enqueue
@@ -46,6 +49,7 @@ RESOLVE_PAGE = 1000
 
 @dataclass
 class ResolveReport:
+    settled: int = 0
     resent: int = 0
     held: dict[str, int] = field(default_factory=dict)
 
@@ -59,9 +63,21 @@ def ambiguity_held(*, rows: Iterable[tuple[int, str]], reason: str, error: str =
     return len(records)
 
 
-def ambiguity_settled(*, message_id: int, provider: str, reason: str, evidence: Mapping) -> None:
-    AmbiguityRecord.objects.create(message_id=message_id, kind=Kind.SETTLED, reason=reason,
-                                   provider=provider, evidence=dict(evidence))
+def ambiguous_message_settle(*, message_id: int, provider: str, provider_message_id: str = "",
+                             evidence: Mapping | None = None) -> bool:
+    """AMBIGUOUS (or SENDING after its hand-off) -> SENT: the ESP took it, as `evidence` (an ESP
+    event) shows, or as an operator says (no evidence). Logged; False if the row had moved on."""
+    with transaction.atomic():
+        changed = ledger.handed_over_message_mark_sent(
+            message_id=message_id, provider=provider, provider_message_id=provider_message_id,
+            error="reconciled: accepted by the ESP")
+        if changed:
+            AmbiguityRecord.objects.create(message_id=message_id, kind=Kind.SETTLED,
+                                           reason="esp_event" if evidence else "operator",
+                                           provider=provider, evidence=dict(evidence or {}))
+    if changed:
+        logger.info("message %s reconciled as accepted by %s", message_id, provider)
+    return changed
 
 
 def provider_events_seen(*, sent_until: Mapping[str, datetime]) -> None:
@@ -120,10 +136,16 @@ def ambiguous_messages_resolve(*, now: datetime | None = None) -> ResolveReport:
     now = now or timezone.now()
     rows = list(EmailMessage.objects.filter(status=EmailMessage.Status.AMBIGUOUS)
                 .order_by("send_started_at").values_list("id", "provider", "send_started_at")[:RESOLVE_PAGE])
+    report = ResolveReport()
+    # An event stored while the row was still SENDING (before its worker was taken for lost)
+    # settles it here: it never arrives again to do so.
+    evidence = esp_evidence([pk for pk, _, _ in rows])
+    for pk, found in evidence.items():
+        report.settled += ambiguous_message_settle(message_id=pk, provider=found["provider"], evidence=found)
     by_provider: dict[str, list[tuple[int, datetime]]] = defaultdict(list)
     for pk, provider, started in rows:
-        by_provider[provider].append((pk, started))
-    report = ResolveReport()
+        if pk not in evidence:
+            by_provider[provider].append((pk, started))
     policies = resend_policies([p for p in by_provider if p], now)
     for provider, held in by_provider.items():
         policy = policies.get(provider)

@@ -24,9 +24,9 @@ from collections.abc import Mapping
 from django.db import transaction
 
 from delivery.models import AmbiguityRecord, EmailMessage
-from delivery.services.ambiguity import ambiguity_settled
+from delivery.services.ambiguity import ambiguous_message_settle
 from delivery.services.dispatch import messages_enqueue
-from delivery.services.ledger import ambiguous_message_requeue, handed_over_message_mark_sent
+from delivery.services.ledger import ambiguous_message_requeue
 
 logger = logging.getLogger(__name__)
 Status = EmailMessage.Status
@@ -45,16 +45,8 @@ def message_reconcile(
 
 def _mark_accepted(message_id: int, provider: str, provider_message_id: str,
                    evidence: Mapping[str, object] | None) -> bool:
-    with transaction.atomic():
-        changed = handed_over_message_mark_sent(
-            message_id=message_id, provider=provider, provider_message_id=provider_message_id,
-            error="reconciled: accepted by the ESP")
-        if changed:
-            ambiguity_settled(message_id=message_id, provider=provider,
-                              reason="esp_event" if evidence else "operator", evidence=evidence or {})
-    if changed:
-        logger.info("message %s reconciled as accepted by %s", message_id, provider)
-    return changed
+    return ambiguous_message_settle(message_id=message_id, provider=provider,
+                                    provider_message_id=provider_message_id, evidence=evidence)
 
 
 def _resend(message_id: int, provider: str) -> bool:

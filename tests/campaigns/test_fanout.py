@@ -316,3 +316,31 @@ def test_resume_asks_the_fanout_to_publish_every_unclaimed_row_again(
     args = message.payload[0]
     assert args == [campaign.pk, True]
     assert campaign_fanout_task.run(*args)["tasks"] == 20  # all 1,997 rows, 100 per task
+
+
+def test_a_fanout_that_loses_redis_is_resumed_later_and_never_fails_its_campaign(campaign, settings):
+    """F7 mid-fan-out: Redis restarting is not the campaign's fault (the sweep publishes the
+    fan-out again); before, the campaign went FAILED with its rows QUEUED and no task."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from campaigns.tasks import campaign_fanout_task
+    from core.redis_client import get_redis
+    from notifier.celery import app as celery_app
+    from testkit.ports import free_port
+
+    real_url, real_broker = settings.REDIS_URL, celery_app.conf.broker_url
+    dead = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there: the server restarting
+    settings.REDIS_URL = celery_app.conf.broker_url = dead
+    get_redis.cache_clear()
+    try:
+        with pytest.raises(RedisConnectionError):
+            campaign_fanout_task.run(campaign.pk)
+    finally:
+        settings.REDIS_URL, celery_app.conf.broker_url = real_url, real_broker
+        get_redis.cache_clear()
+    campaign.refresh_from_db()
+    assert campaign.status != Campaign.Status.FAILED and not campaign.fanout_done
+    # Redis is back: the fan-out runs again from its cursor and completes.
+    assert campaign_fanout_task.run(campaign.pk)["tasks"] > 0
+    campaign.refresh_from_db()
+    assert campaign.fanout_done

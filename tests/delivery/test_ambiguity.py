@@ -202,3 +202,20 @@ def test_a_finished_campaigns_row_is_resent_a_cancelled_ones_is_not(window):
     assert ambiguous_messages_resolve().resent == 1
     assert EmailMessage.objects.get(id=kept.id).status == Status.QUEUED
     assert EmailMessage.objects.get(id=dropped.id).status == Status.AMBIGUOUS
+
+
+def test_an_event_stored_while_the_row_was_sending_settles_it_never_a_resend(window):
+    """The ESP took it and said so while the worker still held the row (found by the 1M day: the
+    row was then held, re-sent, and delivered twice)."""
+    t0 = timezone.now() - timedelta(minutes=30)
+    message = _handed_over("sendgrid", at=t0)
+    events_process(events=[event(message, EventType.SENT, provider="sendgrid", event_id="sg-early")])
+    assert EmailMessage.objects.get(id=message.id).status == Status.SENDING  # the worker's to finish
+    stalled_messages_recover_at(t0 + timedelta(hours=1))  # then the worker is taken for lost
+    _sent_with_event("sendgrid", at=t0 + timedelta(seconds=window + 5))
+    report = ambiguous_messages_resolve()
+    assert (report.settled, report.resent) == (1, 0)
+    assert EmailMessage.objects.get(id=message.id).status == Status.SENT
+    settled = AmbiguityRecord.objects.get(message_id=message.id, kind=Kind.SETTLED)
+    assert settled.evidence["provider_event_id"] == "sg-early"
+    assert _queued_tasks() == []
