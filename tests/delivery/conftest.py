@@ -10,7 +10,9 @@ import pytest
 from delivery.models import EmailMessage
 from delivery.providers import get_provider
 from delivery.services.rate_limits import limits_cache_clear
+from notifier.celery import app as celery_app
 from testkit.fakes import FakeMailgun, FakeSendGrid, FakeSES
+from tests.support.broker_messages import unacked_forget
 
 
 @pytest.fixture(autouse=True)
@@ -27,6 +29,17 @@ def fresh_providers() -> Iterator[None]:
     yield
     get_provider.cache_clear()
     limits_cache_clear()
+
+
+@pytest.fixture
+def empty_broker() -> Iterator[None]:
+    """Empty queues and no unacknowledged tasks before and after: a task another test left
+    cannot run in this one's workers, nor this one's in the next."""
+    celery_app.control.purge()
+    unacked_forget()
+    yield
+    celery_app.control.purge()
+    unacked_forget()
 
 
 @pytest.fixture

@@ -31,14 +31,7 @@ from tests.feedback.helpers import event
 
 Status = EmailMessage.Status
 Kind = AmbiguityRecord.Kind
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def _purge():
-    celery_app.control.purge()
-    yield
-    celery_app.control.purge()
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_broker")]
 
 
 @pytest.fixture

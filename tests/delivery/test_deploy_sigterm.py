@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,14 +31,14 @@ from django.db.models import Count, Q
 
 from delivery.models import EmailMessage
 from delivery.services.dispatch import messages_enqueue
-from notifier.celery import app as celery_app
 from testkit import processes
 from testkit.waiting import wait_for
 from tests.delivery.conftest import esp_env, ledger_counts
-from tests.support.broker_messages import broker_client, unacked_forget
+from tests.support.broker_messages import broker_client
 from tests.support.send_runs import Spawn, messages_create, settled, statuses
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True),
+              pytest.mark.usefixtures("empty_broker")]
 Status = EmailMessage.Status
 VISIBILITY_SECONDS = 120
 BULK_DOMAIN = "bulk.example"
@@ -53,15 +52,6 @@ DEPLOY_ENV = {
     # Deferred and retried tasks come back within seconds (they wait in the worker, unacked).
     "NOTIFIER_RETRY_BASE_SECONDS": "0.2", "NOTIFIER_RETRY_CAP_SECONDS": "2", "NOTIFIER_DEFER_SECONDS": "0.3",
 }
-
-
-@pytest.fixture(autouse=True)
-def _empty_broker() -> Iterator[None]:
-    celery_app.control.purge()
-    unacked_forget()
-    yield
-    celery_app.control.purge()
-    unacked_forget()
 
 
 def _pools(spawn: Spawn, log_dir: Path, env: dict[str, str]) -> list[processes.ManagedProcess]:

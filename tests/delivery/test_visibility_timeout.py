@@ -15,7 +15,6 @@ at least twice (NOTIFIER_LOG_EACH_TASK), else it would prove nothing.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,6 @@ import pytest
 from core.priorities import queue_for
 from delivery.models import EmailMessage
 from delivery.services.dispatch import messages_enqueue
-from notifier.celery import app as celery_app
 from testkit import processes
 from testkit.waiting import wait_for
 from tests.delivery.conftest import esp_env, ledger_counts
@@ -31,11 +29,11 @@ from tests.support.broker_messages import (
     send_tasks_all_done,
     send_tasks_waiting,
     tasks_received,
-    unacked_forget,
 )
 from tests.support.send_runs import Spawn, messages_create, send_workers, settled, statuses
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True),
+              pytest.mark.usefixtures("empty_broker")]
 Status = EmailMessage.Status
 VISIBILITY_SECONDS = 2  # NOTIFIER_VISIBILITY_TIMEOUT is whole seconds
 ESP_SECONDS = 6.0  # the fake ESP answers after three visibility timeouts
@@ -50,15 +48,6 @@ SLOW_SEND_ENV = {
     "NOTIFIER_ESP_READ_TIMEOUT_SECONDS": str(ESP_SECONDS * 3),
     "NOTIFIER_LOG_EACH_TASK": "true",  # the "received" lines that show the redelivery
 }
-
-
-@pytest.fixture(autouse=True)
-def _empty_broker() -> Iterator[None]:
-    celery_app.control.purge()
-    unacked_forget()
-    yield
-    celery_app.control.purge()
-    unacked_forget()
 
 
 def _slow_esp_workers(spawn: Spawn, log_dir: Path, esps: dict, role: str, **extra: str) -> list:
