@@ -5,8 +5,6 @@ in, and every step is logged with its evidence. Real PostgreSQL, Redis broker an
 
 from __future__ import annotations
 
-import base64
-import json
 import uuid
 from datetime import timedelta
 
@@ -16,6 +14,7 @@ from rest_framework.test import APIClient
 
 from campaigns.models import Campaign
 from clients.services import api_client_create
+from core.priorities import Priority, queue_for
 from delivery.models import AmbiguityRecord, EmailMessage, ProviderEventCoverage
 from delivery.providers.events import EventType
 from delivery.services import ledger
@@ -23,11 +22,11 @@ from delivery.services.ambiguity import ambiguity_held, ambiguous_messages_resol
 from delivery.services.recovery import stalled_messages_recover
 from delivery.services.sending import message_batch_send
 from feedback.services.processing import events_process
-from notifier.celery import app as celery_app
 from tests.delivery.conftest import ledger_counts
 from tests.factories import email_message, owner, template_version
 from tests.feedback.helpers import campaign as campaign_of
 from tests.feedback.helpers import event
+from tests.support.broker_messages import broker_messages
 
 Status = EmailMessage.Status
 Kind = AmbiguityRecord.Kind
@@ -42,9 +41,8 @@ def window(settings) -> int:
 
 def _queued_tasks(priority: int = 0) -> list[list]:
     """The argument lists of the send tasks waiting on a priority's queue (real Redis broker)."""
-    with celery_app.connection_for_write() as conn:
-        raw = conn.default_channel.client.lrange(f"email-send-p{priority}", 0, -1)
-    return [json.loads(base64.b64decode(json.loads(item)["body"]))[0] for item in raw]
+    queue = queue_for(Priority(priority))
+    return [m.args for m in broker_messages([queue]) if m.where == queue]
 
 
 def _handed_over(provider: str, *, at=None, **fields) -> EmailMessage:

@@ -16,7 +16,6 @@ import pytest
 from delivery.providers.base import Outcome, OutgoingEmail
 from delivery.providers.mime import build_mime
 from delivery.providers.smtp import SmtpProvider, SmtpSettings
-from testkit.smtp import RecordingSmtpServer
 
 MAX_LINE = 998
 # The longest URL a line can carry on its own: " <" + URL + ">," is 998 octets.
@@ -119,13 +118,6 @@ def test_other_headers_keep_their_folding():
     # in unstructured text): only the List-* URL headers changed.
     raw = build_mime(_email(headers={"X-Tag": "t" * 998}), "<1.a@example.com>")
     assert b"=?utf-8?q?" in b"".join(_header_lines(raw, "X-Tag"))
-
-
-@pytest.fixture
-def smtp_server() -> Iterator[RecordingSmtpServer]:
-    server = RecordingSmtpServer().start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
