@@ -28,8 +28,11 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import harness
+from bench.pg_cpu import BackendCpu
 
 harness.django_setup()
+
+from django.db import connection  # noqa: E402
 
 from bench.owner import bench_client  # noqa: E402
 from campaigns.models import Campaign  # noqa: E402
@@ -61,13 +64,15 @@ def make_messages(count: int) -> tuple[Campaign, list[tuple[int, str]]]:
     return campaign, [(m.id, m.recipient) for m in created]
 
 
-def sendgrid_bodies(messages, events: int, batch: int, signer) -> list[tuple[bytes, dict[str, str]]]:
+def sendgrid_bodies(messages, events: int, batch: int, signer,
+                    kinds: tuple[str, ...] = KINDS) -> list[tuple[bytes, dict[str, str]]]:
     rng = random.Random(42)
     now = int(time.time())
     items = []
+    weights = WEIGHTS if kinds == KINDS else None
     for n in range(events):
         message_id, recipient = rng.choice(messages)
-        kind = rng.choices(KINDS, WEIGHTS)[0]
+        kind = rng.choices(kinds, weights)[0]
         items.append({"email": recipient, "timestamp": now, "event": kind, "sg_event_id": uuid.uuid4().hex,
                       "sg_message_id": f"x{n}.filter0001", MESSAGE_ID_KEY: str(message_id),
                       **({"type": "bounce"} if kind == "bounce" else {})})
@@ -98,12 +103,14 @@ def main() -> None:
     parser.add_argument("--provider", choices=("sendgrid", "mailgun"), default="sendgrid")
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--workers", type=int, default=2, help="ops worker processes")
+    parser.add_argument("--kinds", default=",".join(KINDS),
+                        help="SendGrid event kinds, comma-separated (the 1M day posts 'processed')")
     args = parser.parse_args()
 
     signer, mg_key = SendGridTestSigner.generate(), uuid.uuid4().hex
     _, messages = make_messages(args.messages)
     if args.provider == "sendgrid":
-        bodies = sendgrid_bodies(messages, args.events, args.batch, signer)
+        bodies = sendgrid_bodies(messages, args.events, args.batch, signer, tuple(args.kinds.split(",")))
     else:
         bodies = mailgun_bodies(messages, args.events, mg_key)
     port = free_port()
@@ -126,6 +133,7 @@ def main() -> None:
                 local.session = requests.Session()
             return local.session.post(url, data=body, headers=headers, timeout=60).status_code
 
+        cpu = ProcessCpu({"web": web, "ops": worker}, connection.settings_dict["NAME"]).start()
         started = time.monotonic()
         with ThreadPoolExecutor(args.clients) as pool:
             codes = list(pool.map(post, range(len(bodies))))
@@ -140,12 +148,40 @@ def main() -> None:
                 raise SystemExit("processing did not finish in 15 min")
             time.sleep(0.1)
         total = time.monotonic() - started
+        spent = cpu.stop()
     finally:
         for process in (web, worker):
             process.stop(timeout=30)
     print(f"provider={args.provider} events={args.events} requests={len(bodies)} clients={args.clients}")
     print(f"ingest (verify + store, 2xx): {ingested:.2f} s = {args.events / ingested:,.0f} events/s")
     print(f"end to end (+ process):       {total:.2f} s = {args.events / total:,.0f} events/s")
+    print("CPU per event (ms): " + ", ".join(
+        f"{name} {seconds * 1000 / args.events:.3f}" for name, seconds in spent.items())
+        + f", total {sum(spent.values()) * 1000 / args.events:.3f}; load {harness.loadavg()}")
+
+
+class ProcessCpu:
+    """CPU seconds spent by the web and ops process trees and this database's PostgreSQL
+    backends between start() and stop(), from /proc (children reaped included)."""
+
+    def __init__(self, processes: dict, database: str):
+        self.processes = processes
+        self.pg = BackendCpu(database)
+        self.before: dict[str, float] = {}
+
+    def _trees(self) -> dict[str, float]:
+        return {name: harness.tree_cpu_seconds(p.process.pid, reaped=True)
+                for name, p in self.processes.items()}
+
+    def start(self) -> ProcessCpu:
+        self.pg.__enter__()
+        self.before = self._trees()
+        return self
+
+    def stop(self) -> dict[str, float]:
+        after = self._trees()
+        self.pg.__exit__(None, None, None)
+        return {**{n: after[n] - self.before[n] for n in after}, "postgres": self.pg.seconds}
 
 
 if __name__ == "__main__":

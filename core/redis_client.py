@@ -32,8 +32,10 @@ a new family is added here in the same commit (tests/test_docs_truth.py reads ev
                                                         once; a redelivery takes the claim-first
                                                         path (delivery/services/sending.py)
     notifier:delivery:journal:<claim token>             list, TTL >= 1 h: an SMTP batch's progress
-                                                        (O, S:<id>, R:<id>:..., X once the recovery
-                                                        closed it; delivery/services/send_journal.py)
+                                                        (O, S:<id>, R:<id>:...; delivery/services/
+                                                        send_journal.py)
+    notifier:delivery:journal:<claim token>:closed      list, TTL >= 1 h: the same, renamed (+ X)
+                                                        when the recovery closed it
     Scheduling
     notifier:schedule:due                               ZSET score = due epoch, member = message id
     notifier:schedule:processing                        ZSET score = lease deadline (claimed)

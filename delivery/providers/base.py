@@ -95,6 +95,10 @@ class Journal(Protocol):
 
     def answered(self, result: SendResult) -> None: ...
 
+    def finished(self) -> None:
+        """The batch ends (answers may be written late, with the next step)."""
+        ...
+
 
 class Provider(ABC):
     """One ESP. Instances live for a worker process and may keep connections open."""

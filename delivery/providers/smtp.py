@@ -167,6 +167,8 @@ class SmtpProvider(Provider):
                 journal.answered(result)
             if result.outcome is Outcome.AMBIGUOUS or self._connection is None:
                 break  # the connection is gone
+        if journal is not None:
+            journal.finished()
         # What was never started was not handed over: the next provider, or a retry, may take it.
         rest = emails[len(results):]
         return results + results_for_error(rest, TransientError(stopped))

@@ -104,12 +104,40 @@ def test_a_closed_journal_stops_a_stuck_worker_at_its_next_message():
     journal.opened("smtp")
     assert journal.starting(ids[0])
     journal.answered(SendResult(ids[0], Outcome.ACCEPTED, provider_message_id="q1"))
+    assert journal.starting(ids[1])  # writes the first answer with it, in one call
+    journal.answered(SendResult(ids[1], Outcome.ACCEPTED, provider_message_id="q2"))
     report = stalled_sends_settle(started_before=_later())  # the recovery closes it
-    assert (report.sent, report.released, report.ambiguous) == (1, 2, 0)
-    assert not journal.starting(ids[1])  # the worker wakes up: it must not send what was released
+    # The second answer was still in the stuck worker: its message may have left, so it is held.
+    assert (report.sent, report.ambiguous, report.released) == (1, 1, 1)
+    assert not journal.starting(ids[2])  # the worker wakes up: it must not send what was released
+    journal.finished()  # nor write to the closed journal
     assert EmailMessage.objects.get(id=ids[0]).provider_message_id == "q1"
-    assert journal_close(token).started == {ids[0]}
+    assert journal_close(token).started == {ids[0], ids[1]}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_last_answer_is_written_when_the_batch_ends():
+    token, ids = _handed_over(2)
+    journal = SendJournal(token)
+    journal.opened("smtp")
+    for pk in ids:
+        assert journal.starting(pk)
+        journal.answered(SendResult(pk, Outcome.ACCEPTED, provider_message_id=f"q{pk}"))
+    journal.finished()
+    read = journal_close(token)
+    assert read.started == set(ids)
+    assert read.answers == {pk: (Outcome.ACCEPTED, f"q{pk}") for pk in ids}
 
 
 def _later() -> datetime:
     return timezone.now() + timedelta(hours=1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_journal_closed_before_it_opened_stays_closed():
+    token, _ = _handed_over(1)
+    assert journal_close(token).opened is False  # the recovery came first: it holds the batch
+    journal = SendJournal(token)
+    journal.opened("smtp")
+    assert journal.open is False  # unjournaled: nothing it writes could be read as proof
+    assert journal_close(token).started == set()
