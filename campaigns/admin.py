@@ -15,6 +15,7 @@ from django.utils.html import format_html_join
 from campaigns.models import Campaign
 from campaigns.selectors import campaign_counters
 from campaigns.services import lifecycle
+from clients.models import ApiClient
 
 
 def _run_action(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet, service, verb: str):
@@ -65,7 +66,20 @@ class CampaignAdmin(admin.ModelAdmin):
 
     @admin.display(description="Audience")
     def audience_summary(self, campaign: Campaign) -> str:
-        audience = campaign.audience or {}
-        if audience.get("type") == "inline":
-            return f"inline: {len(audience.get('contacts', []))} contacts"
-        return ", ".join(f"{k}={v}" for k, v in audience.items() if k != "definition")
+        """What the audience is, in words. `client_id` is an API key's id, which holds the key's
+        stored hash (djangorestframework-api-key): shown as the client's name, never as is."""
+        audience = dict(campaign.audience or {})
+        owner = _client_name(audience.pop("client_id", None))
+        kind = audience.get("type", "")
+        if kind == "inline":
+            what = f"inline: {len(audience.get('contacts', []))} contacts"
+        else:
+            what = ", ".join(f"{k}={v}" for k, v in audience.items() if k not in ("definition", "contacts"))
+        return f"{what}; contacts of {owner}" if owner else what
+
+
+def _client_name(client_id: object) -> str:
+    if not client_id:
+        return ""
+    name = ApiClient.objects.filter(pk=client_id).values_list("name", flat=True).first()
+    return f"client {name!r}" if name is not None else "a deleted client"

@@ -7,6 +7,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from rest_framework_api_key.admin import APIKeyModelAdmin
+from rest_framework_api_key.models import APIKey
 
 from clients.models import ApiClient, IdempotencyRecord
 from clients.rates import parse_rate
@@ -33,6 +34,11 @@ class ApiClientForm(forms.ModelForm):
             except ValueError as exc:
                 raise forms.ValidationError(str(exc)) from exc
         return value
+
+
+# The library's own key model is not ours: a key made under its "API keys" page opens nothing.
+# Keys are API clients (below).
+admin.site.unregister(APIKey)
 
 
 @admin.register(ApiClient)

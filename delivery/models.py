@@ -227,5 +227,8 @@ class ProviderEventCoverage(models.Model):
     sent_until = models.DateTimeField()
     updated_at = models.DateTimeField(auto_now=True)
 
+    class Meta:
+        verbose_name = verbose_name_plural = "provider event coverage"
+
     def __str__(self) -> str:
         return f"{self.provider}: events cover sends until {self.sent_until:%Y-%m-%d %H:%M:%S}"

@@ -73,6 +73,8 @@ class WebhookDelivery(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["status", "received_at"], name="webhook_status_time_idx")]
+        # What the admin lists: requests an ESP made to our webhook (not email deliveries).
+        verbose_name = "webhook request"
 
     def __str__(self) -> str:
         return f"{self.provider} webhook {self.pk} ({self.status})"

@@ -4,6 +4,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 import core.url_converters  # noqa: F401 - registers the <id:...> converter
 from core.api.docs import LocalRedocView
+from core.front_page import front_page, tour_page
 from core.health import healthz
 from delivery.provider_api import ProviderListApi
 from scheduling.urls import urlpatterns as scheduling_urls
@@ -25,6 +26,8 @@ api_docs = [
 ]
 
 urlpatterns = [
+    path("", front_page, name="front-page"),  # the ready banner's URL and the admin's "View site"
+    path("tour/", tour_page, name="tour"),
     *api_docs,
     *api_v1,
     *scheduling_urls,

@@ -63,7 +63,7 @@ def test_the_check_finds_a_status_write():
         "from delivery.services.ledger.sql import (\n    TABLE,\n)\nsql = f'UPDATE {TABLE} SET status = %s'")
     # Each module of the ledger that changes statuses, by SQL or by the ORM.
     for module in ("send_path", "sweeps", "requeues", "campaign_rows", "scheduled_rows", "reported",
-                   "single_message"):
+                   "single_message", "operator_rows"):
         assert _message_status_writes((LEDGER / f"{module}.py").read_text()), module
 
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from django.apps import apps
+from django.conf import settings
 from django.utils import timezone
 
-from analytics.selectors.campaign_stats import campaigns_running
+from analytics.selectors.campaign_stats import campaigns_current
 from analytics.selectors.overview import stats_overview
+from core.priorities import Priority
+from core.worker import worker_environment
 from delivery.models import EmailMessage
 from delivery.selectors import ambiguous_summary
 
@@ -32,11 +36,23 @@ def recent_dead_letters(*, limit: int = 15) -> list[dict[str, Any]] | None:
     return [{"id": row.pk, "summary": str(row)[:300]} for row in rows]
 
 
+def pools_without_task_events() -> list[str]:
+    """The priorities whose pools send no task events (decision 55): by the same rule the worker
+    applies to its own environment (core/worker.py), or every pool if events are off."""
+    if not settings.CELERY_WORKER_SEND_TASK_EVENTS:
+        return [p.label for p in Priority]
+    return [p.label for p in Priority if worker_environment(p.label, dict(os.environ))]
+
+
 def dashboard_data() -> dict[str, Any]:
+    now = timezone.now()
     return {
         **stats_overview(),
-        "campaigns": campaigns_running(),
+        "campaigns": campaigns_current(now=now),
         "failures": recent_failures(),
         "dead_letters": recent_dead_letters(),
-        "ambiguous": ambiguous_summary(EmailMessage.objects.all(), now=timezone.now()),
+        "ambiguous": ambiguous_summary(EmailMessage.objects.all(), now=now),
+        # The pools that send no Celery task events (core/worker.py): Flower lists their workers
+        # but none of their tasks, which the pool panel says.
+        "pools_without_task_events": pools_without_task_events(),
     }

@@ -1,7 +1,9 @@
 """The operations dashboard: a server-rendered page that refreshes itself from a JSON endpoint.
 
 Staff only (Django admin login). Campaign buttons POST (CSRF-protected) to one endpoint that
-calls the campaign lifecycle service.
+calls the campaign lifecycle service and answers as the API does: 200 with the campaign's new
+status, 409 when its state refuses the action (already completed, cancelled by someone else),
+404 for an unknown campaign; the page shows the answer.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
 from analytics.dashboard.selectors import dashboard_data
-from campaigns.services.lifecycle import LIFECYCLE_ACTIONS, campaign_lifecycle_change
+from campaigns.models import Campaign
+from campaigns.services.lifecycle import LIFECYCLE_ACTIONS, IllegalTransitionError, campaign_lifecycle_apply
 
 
 @require_GET
@@ -37,5 +40,16 @@ def campaign_action(request: HttpRequest, campaign_id: int, action: str) -> Json
         return JsonResponse({"error": {"code": "invalid", "message": "unknown action",
                                        "fields": {"action": [allowed]}}}, status=400)
     reason = f"{action} by {request.user.get_username()} from the dashboard"
-    changed = campaign_lifecycle_change(campaign_id=campaign_id, action=action, reason=reason)
-    return JsonResponse({"campaign": campaign_id, "action": action, "changed": changed})
+    try:
+        campaign = campaign_lifecycle_apply(campaign_id=campaign_id, action=action, reason=reason)
+    except IllegalTransitionError as exc:
+        return _error(409, "conflict", str(exc), status=exc.campaign.status)
+    except Campaign.DoesNotExist:
+        return _error(404, "not_found", f"No campaign {campaign_id}.")
+    return JsonResponse({"campaign": campaign_id, "action": action, "changed": True,
+                         "status": campaign.status})
+
+
+def _error(http_status: int, code: str, message: str, **extra: str) -> JsonResponse:
+    return JsonResponse({"error": {"code": code, "message": message, "fields": {}}, **extra},
+                        status=http_status)

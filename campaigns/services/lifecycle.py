@@ -124,17 +124,25 @@ def campaign_fail(*, campaign_id: int, reason: str) -> None:
     )
 
 
-def campaign_lifecycle_change(*, campaign_id: int, action: str, reason: str = "") -> bool:
-    """Apply `action` (pause | resume | cancel) by name, for callers outside the API (the
-    dashboard, the reputation guard); an illegal transition is "no change" (False)."""
+def campaign_lifecycle_apply(*, campaign_id: int, action: str, reason: str = "") -> Campaign:
+    """Apply `action` (pause | resume | cancel) by name (the dashboard's buttons); raises
+    IllegalTransitionError when the campaign's state refuses it (the API's 409), and
+    Campaign.DoesNotExist for an unknown id."""
     if action not in _BY_NAME:
         raise ValueError(f"unknown campaign action {action!r}")
-    try:
-        _BY_NAME[action](campaign_id=campaign_id)
-    except IllegalTransitionError:
-        return False
+    campaign = _BY_NAME[action](campaign_id=campaign_id)
     if reason:
         logger.warning("campaign %s %s: %s", campaign_id, action, reason)
+    return campaign
+
+
+def campaign_lifecycle_change(*, campaign_id: int, action: str, reason: str = "") -> bool:
+    """`campaign_lifecycle_apply` for callers to whom an illegal transition is just "no change"
+    (False): the reputation guard."""
+    try:
+        campaign_lifecycle_apply(campaign_id=campaign_id, action=action, reason=reason)
+    except IllegalTransitionError:
+        return False
     return True
 
 

@@ -176,3 +176,25 @@ def test_template_admin_add_creates_version_one_and_refuses_bad_syntax(superuser
     assert bad.status_code == 200 and "html_body line 2" in bad.content.decode()
     assert superuser_client.post(url, form).status_code == 302
     assert Template.objects.get(name="promo").current_version.required_variables == ["name"]
+
+
+# Django's own lines with the estimate or the capped count in them.
+_EXACT_LOOKING_COUNT = re.compile(
+    r"\b10,?00[14] (email messages|results)|Select all 10,?00[14]|All 10,?00[14] selected")
+
+
+@pytest.mark.django_db
+def test_an_estimated_count_is_shown_as_approximate(superuser_client):
+    """10,004 rows: the list's count is the planner's estimate, a filtered one a capped count;
+    neither is printed as if it were exact ("10001 results" for 10,004 rows)."""
+    _bulk_insert_messages(10_004)
+    html = superuser_client.get("/admin/delivery/emailmessage/").content.decode()
+    assert '<span class="count-label">about 10,000</span> email messages' in html
+    assert 'Select all <span class="count-label">about 10,000</span> email messages' in html
+    assert not _EXACT_LOOKING_COUNT.search(html)
+    filtered = superuser_client.get("/admin/delivery/emailmessage/?provider__exact=smtp").content.decode()
+    assert '<span class="count-label">more than 10,000</span> results' in filtered
+    assert not _EXACT_LOOKING_COUNT.search(filtered)
+    # An exact count (under the cap) is Django's own line.
+    failed = superuser_client.get("/admin/delivery/emailmessage/?status__exact=FAILED").content.decode()
+    assert "1000 results" in failed and "count-label" not in failed

@@ -142,9 +142,14 @@ def test_throughput_chart_plots_zero_for_minutes_without_sends(staff_client):
 
 def test_campaign_buttons_change_the_campaign(staff_client):
     c = campaign()
-    assert staff_client.post(f"/dashboard/campaigns/{c.id}/pause").json()["changed"] is True
+    paused = staff_client.post(f"/dashboard/campaigns/{c.id}/pause")
+    assert paused.status_code == 200 and paused.json()["status"] == "PAUSED"
     assert Campaign.objects.get(pk=c.pk).status == Campaign.Status.PAUSED
-    assert staff_client.post(f"/dashboard/campaigns/{c.id}/pause").json()["changed"] is False
+    # Refused as the API refuses it: a 409 saying why, which the page shows.
+    again = staff_client.post(f"/dashboard/campaigns/{c.id}/pause")
+    assert again.status_code == 409
+    assert again.json()["error"]["message"] == "Cannot pause a campaign that is PAUSED."
+    assert staff_client.post("/dashboard/campaigns/999999/cancel").status_code == 404
     assert staff_client.post(f"/dashboard/campaigns/{c.id}/resume").json()["changed"] is True
     # the campaigns lifecycle resumes into QUEUED; the next batch moves it to SENDING
     assert Campaign.objects.get(pk=c.pk).status in (Campaign.Status.QUEUED, Campaign.Status.SENDING)
@@ -161,3 +166,31 @@ def test_feedback_admin_pages_load(staff_client):
     events_process(events=[event(message, EventType.DELIVERED)])
     for model in ("emailevent", "webhookdelivery", "campaigneventcounter", "reputationhold"):
         assert staff_client.get(f"/admin/feedback/{model}/").status_code == 200, model
+
+
+def test_campaigns_stay_listed_for_a_day_after_they_end_with_their_final_counts(staff_client):
+    running = campaign()
+    done = campaign(status=Campaign.Status.COMPLETED, completed_at=timezone.now() - timedelta(hours=2))
+    sent_messages(4, campaign_obj=done)
+    sent_messages(1, campaign_obj=done, status="FAILED")
+    cancelled = campaign(status=Campaign.Status.CANCELLED, completed_at=timezone.now() - timedelta(minutes=5))
+    sent_messages(2, campaign_obj=cancelled, status="CANCELLED")
+    campaign(status=Campaign.Status.COMPLETED, completed_at=timezone.now() - timedelta(hours=25))  # gone
+    rows = staff_client.get("/dashboard/data.json").json()["campaigns"]
+    assert [r["id"] for r in rows] == [running.id, cancelled.id, done.id]  # running first, then last ended
+    by_id = {r["id"]: r for r in rows}
+    assert by_id[running.id]["ended_at"] is None
+    assert by_id[done.id]["ended_at"] == done.completed_at.isoformat()
+    assert (by_id[done.id]["done"], by_id[done.id]["total"]) == (5, 5)
+    assert by_id[done.id]["counts"] == {"sent": 4, "failed": 1, "suppressed": 0, "cancelled": 0}
+    assert by_id[cancelled.id]["counts"]["cancelled"] == 2
+
+
+def test_pool_panel_says_why_flower_lists_no_critical_tasks(staff_client, monkeypatch):
+    monkeypatch.delenv("NOTIFIER_FAST_POOL_TASK_EVENTS", raising=False)
+    data = staff_client.get("/dashboard/data.json").json()
+    assert data["pools_without_task_events"] == ["critical", "high"]
+    html = staff_client.get("/dashboard/").content.decode()
+    assert "Flower shows the workers of the\n  critical and high pools but none of their tasks" in html
+    monkeypatch.setenv("NOTIFIER_FAST_POOL_TASK_EVENTS", "true")
+    assert 'id="pool-events-note"' not in staff_client.get("/dashboard/").content.decode()

@@ -14,8 +14,10 @@ from django.contrib.auth import get_user_model
 from playwright.sync_api import sync_playwright
 
 from campaigns.models import Campaign
+from campaigns.services import lifecycle
 from delivery.models import EmailMessage
 from delivery.services.dispatch import messages_enqueue
+from notifier.celery import app as celery_app
 from testkit import processes
 from tests.feedback.helpers import campaign
 from tests.support.browser import CHROMIUM_ARGS, chromium_executable
@@ -91,3 +93,86 @@ def test_operator_watches_a_campaign_advance_and_pauses_it(
             browser.close()
     assert Campaign.objects.get(pk=c.pk).status == Campaign.Status.PAUSED
     assert (ARTIFACTS / "dashboard.png").stat().st_size > 10_000
+
+
+def _log_in(page, base_url: str) -> None:
+    page.goto(f"{base_url}/dashboard/", timeout=30_000)
+    page.fill("input[name=username]", "operator")
+    page.fill("input[name=password]", "s3cret-pass")
+    page.click("input[type=submit]")
+    page.wait_for_url("**/dashboard/", timeout=30_000)
+
+
+def _answer(page) -> tuple[str, str]:
+    page.wait_for_function("() => document.getElementById('campaign-answer').textContent !== ''",
+                           timeout=15_000)
+    text = page.text_content("#campaign-answer")
+    page.evaluate("() => { document.getElementById('campaign-answer').textContent = ''; }")
+    return text, page.get_attribute("#campaign-answer", "class")
+
+
+def test_cancel_asks_first_and_shows_the_answer(live_server, purged_queues, monkeypatch):
+    """Cancel asks before it acts; a refusal (someone else cancelled first: 409) is shown, not
+    swallowed. Also: an ended campaign stays listed without buttons, the idle webhook chart draws
+    its zero line on a whole-number axis, and the front page loads under its own policy."""
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # ORM calls between browser steps
+    get_user_model().objects.create_user("operator", password="s3cret-pass", is_staff=True)
+    first, second = campaign(), campaign()
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium_executable(), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            errors: list[str] = []
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            _log_in(page, live_server.url)
+            cancel = f'tr[data-campaign="{first.id}"] button[data-action="cancel"]'
+            page.wait_for_selector(cancel, timeout=15_000)
+
+            asked: list[str] = []
+            page.once("dialog", lambda d: (asked.append(d.message), d.dismiss()))
+            page.click(cancel)
+            assert "cannot be undone" in asked[0]
+            time.sleep(0.5)
+            assert Campaign.objects.get(pk=first.pk).status == Campaign.Status.SENDING  # nothing sent
+
+            page.once("dialog", lambda d: d.accept())
+            page.click(cancel)
+            assert _answer(page) == (f"Campaign {first.id} cancelled: now CANCELLED.", "answer ok")
+            assert Campaign.objects.get(pk=first.pk).status == Campaign.Status.CANCELLED
+            # Kept on the page as an ended campaign, without buttons.
+            page.wait_for_function(
+                "sel => document.querySelector(sel + ' .status').textContent === 'CANCELLED'",
+                arg=f'tr[data-campaign="{first.id}"]', timeout=15_000)
+            assert page.locator(f'tr[data-campaign="{first.id}"] button').count() == 0
+
+            def another_operator_first(dialog) -> None:
+                lifecycle.campaign_cancel(campaign_id=second.pk)
+                dialog.accept()
+
+            page.once("dialog", another_operator_first)
+            page.click(f'tr[data-campaign="{second.id}"] button[data-action="cancel"]')
+            assert _answer(page) == (
+                f"Campaign {second.id} not cancelled: Cannot cancel a campaign that is CANCELLED.",
+                "answer refused")
+
+            # No webhook events in the last hour: one flat zero line, whole numbers on the axis.
+            chart = page.evaluate("""() => {
+                const c = Chart.getChart('events-chart');
+                return {sets: c.data.datasets.map((d) => [d.label, Math.max(...d.data)]),
+                        ticks: c.scales.y.ticks.map((t) => t.value)};
+            }""")
+            assert chart["sets"] == [["no events", 0]]
+            assert chart["ticks"] and all(float(t).is_integer() for t in chart["ticks"])
+
+            # The browser logs the refused request itself; nothing else went wrong on the page.
+            assert errors == ["Failed to load resource: the server responded with a status of 409 (Conflict)"]
+
+            errors.clear()
+            page.goto(f"{live_server.url}/", timeout=30_000)
+            assert page.locator("a#link-dashboard").get_attribute("href") == "/dashboard/"
+            background = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
+            assert background == "rgb(246, 247, 249)"  # its stylesheet loaded under its policy
+            assert errors == []  # no refused asset, no policy violation
+        finally:
+            browser.close()
+    celery_app.control.purge()  # the cancels' row tasks, which no worker here runs

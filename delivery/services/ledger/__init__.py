@@ -13,7 +13,8 @@ Its modules, by who changes the rows:
 - Changes made from outside the send path, each naming the states it may move from so it races
   safely with the send path: `campaign_rows` (a campaign paused or cancelled, a contact gone),
   `scheduled_rows` (a scheduled message falling due or cancelled), `requeues` (a provider
-  fault's rows, an operator's requeue, a reconciliation), `reported` (what the ESPs reported).
+  fault's rows, an operator's requeue, a reconciliation), `operator_rows` (a message an
+  operator cancels in the admin), `reported` (what the ESPs reported).
 - `sql` and `prepared`: the SQL pieces they share, the per-connection prepared statements.
 
 Callers import the package (`from delivery.services import ledger`, then `ledger.<name>`); every
@@ -27,6 +28,7 @@ from delivery.services.ledger.campaign_rows import (
     campaign_unstarted_claims_set,
     contact_campaign_messages_suppress,
 )
+from delivery.services.ledger.operator_rows import message_unsent_cancel
 from delivery.services.ledger.reported import REPORTED_RANK, reported_statuses_apply
 from delivery.services.ledger.requeues import (
     ambiguous_message_requeue,
@@ -87,6 +89,7 @@ __all__ = [
     "message_claim_for_send",
     "message_mark_sent_with_attempt",
     "message_mark_started",
+    "message_unsent_cancel",
     "messages_claim",
     "messages_claim_for_send",
     "messages_claim_hand_off",

@@ -9,7 +9,15 @@ from collections.abc import Sequence
 from django.db import connection
 
 from delivery.models import EmailMessage
-from delivery.services.ledger.sql import ORDERED_INDEX_WALK, TABLE, Status, status_is, with_local_settings
+from delivery.services.ledger.sql import (
+    ORDERED_INDEX_WALK,
+    TABLE,
+    UNSENT,
+    Status,
+    status_is,
+    unsent_params,
+    with_local_settings,
+)
 
 
 def campaign_unstarted_claims_set(*, campaign_id: int, status: str) -> int:
@@ -25,9 +33,6 @@ def campaign_unstarted_claims_set(*, campaign_id: int, status: str) -> int:
         return cursor.rowcount
 
 
-_UNSENT = "(status IN (%s, %s) OR (status = %s AND send_started_at IS NULL))"
-
-
 def campaign_unsent_cancel(*, campaign_id: int, limit: int) -> int:
     """Up to `limit` of a campaign's unsent rows (queued, scheduled, claimed but not handed
     over) -> CANCELLED; callers repeat until none changes.
@@ -36,12 +41,11 @@ def campaign_unsent_cancel(*, campaign_id: int, limit: int) -> int:
     waits for its lock is re-checked against it (PostgreSQL re-evaluates the outer conditions on
     the new row version, not the subquery's), so a handed-over row is never marked CANCELLED
     while its provider call goes ahead."""
-    unsent = [Status.QUEUED, Status.SCHEDULED, Status.SENDING]
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {TABLE} SET status = %s WHERE id IN (SELECT id FROM {TABLE} "
-            f"WHERE campaign_id = %s AND {_UNSENT} LIMIT %s) AND {_UNSENT}",
-            [Status.CANCELLED, campaign_id, *unsent, limit, *unsent],
+            f"WHERE campaign_id = %s AND {UNSENT} LIMIT %s) AND {UNSENT}",
+            [Status.CANCELLED, campaign_id, *unsent_params(), limit, *unsent_params()],
         )
         return cursor.rowcount
 

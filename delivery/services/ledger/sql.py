@@ -42,6 +42,15 @@ def with_local_settings(sql: str, planner: Mapping[str, str]) -> str:
     return "".join(f"SET LOCAL {name} TO {value}; " for name, value in planner.items()) + sql
 
 
+# Not yet handed to a provider: waiting (queued, scheduled) or claimed without the hand-off mark.
+# Its parameters: `unsent_params()`.
+UNSENT = "(status IN (%s, %s) OR (status = %s AND send_started_at IS NULL))"
+
+
+def unsent_params() -> list[str]:
+    return [Status.QUEUED, Status.SCHEDULED, Status.SENDING]
+
+
 def placeholders(values: Sequence[object]) -> str:
     return ", ".join(["%s"] * len(values))
 
