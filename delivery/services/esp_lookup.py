@@ -127,6 +127,8 @@ def _ask(provider: Provider, queries: Sequence[LookupQuery]) -> dict[int, Found 
             wait = max(wait, exc.retry_after)
             redis.set(_slot_key(provider.name), "1", ex=max(1, math.ceil(wait)))
         logger.warning("ESP lookup at %s got no answer (%s); asked again in %.0f s", provider.name, exc, wait)
+    except Exception:  # an answer the adapter could not read must never stop the recovery loop
+        logger.exception("ESP lookup at %s failed; its AMBIGUOUS sends keep the other rules", provider.name)
     return {}
 
 

@@ -17,7 +17,7 @@ import pytest
 from django.utils import timezone
 
 from delivery.models import AmbiguityRecord, EmailMessage, ProviderEventCoverage
-from delivery.services.ambiguity import ambiguous_messages_resolve
+from delivery.services.ambiguity import ambiguous_messages_resolve, next_step
 from delivery.services.esp_lookup import lookup_off_reason
 from delivery.services.sending import message_batch_send
 from testkit.fakes import FakeSendGrid
@@ -149,10 +149,12 @@ def test_an_account_without_the_lookup_turns_it_off_and_the_event_window_decides
     fake.lookup_refusal = refusal
     t0 = timezone.now() - timedelta(minutes=30)
     lost = worker_lost(provider, at=t0)
+    assert next_step(provider, None).startswith(f"{provider} is asked every 0 s")
     with caplog.at_level(logging.WARNING, logger="delivery.services.esp_lookup"):
         assert ambiguous_messages_resolve().resent == 0  # no lookup, no events yet: held
     assert "turned off" in caplog.text and says in caplog.text
     assert says in lookup_off_reason(provider)
+    assert next_step(provider, None).startswith(f"{provider}'s lookup is off for now (HTTP ")
     sent_with_event(provider, at=t0 + timedelta(seconds=WINDOW + 5))  # its events cover later sends
     assert ambiguous_messages_resolve().resent == 1
     assert AmbiguityRecord.objects.get(message_id=lost.id, kind=Kind.RESENT).reason == "no_event_in_window"
@@ -181,6 +183,22 @@ def test_a_slow_lookup_never_stalls_the_sweep(esps, settings, provider):
     ambiguous_messages_resolve()  # `recent` is still held: not asked again within the interval
     assert time.monotonic() - started < 0.5
     assert fake.lookup_requests == 1 and _status(recent) == Status.AMBIGUOUS
+    assert _resend_queued(esps, provider) == [lost.id]
+    assert ledger_counts(esps, [lost.id]) == ([], {}, {})
+
+
+@pytest.mark.parametrize(("provider", "answer"), [
+    ("sendgrid", {"messages": "not a list"}), ("mailgun", {"items": ["not an event"]})])
+def test_an_answer_the_lookup_cannot_read_never_stops_the_sweep(esps, settings, caplog, provider, answer):
+    settings.NOTIFIER_PROVIDERS = [provider]
+    esps[provider].lookup_refusal = HttpReply.json(200, answer)
+    t0 = timezone.now() - timedelta(minutes=30)
+    lost = worker_lost(provider, at=t0)
+    sent_with_event(provider, at=t0 + timedelta(seconds=WINDOW + 5))
+    with caplog.at_level(logging.ERROR, logger="delivery.services.esp_lookup"):
+        assert ambiguous_messages_resolve().resent == 1  # the event window decided
+    assert f"ESP lookup at {provider} failed" in caplog.text
+    assert AmbiguityRecord.objects.get(message_id=lost.id, kind=Kind.RESENT).reason == "no_event_in_window"
     assert _resend_queued(esps, provider) == [lost.id]
     assert ledger_counts(esps, [lost.id]) == ([], {}, {})
 
