@@ -4,7 +4,11 @@
   process of its own, so it does not share the script's GIL; commands (refuse for N seconds,
   stop) go through a queue and its ledger comes back as a JSON-lines file of (our message id,
   accepted_at epoch). A fake SendGrid can post signed `processed` events of what it accepted
-  to the web's webhook (`events`), as SendGrid's Event Webhook does.
+  to the web's webhook (`events`), as SendGrid's Event Webhook does. Both answer their ESP's
+  search by message (Mailgun events, SendGrid Email Activity at 6 requests a minute) from what
+  they accepted, so the schedulers settle AMBIGUOUS sends by lookup (delivery/services/
+  esp_lookup.py); `lookup_lag(seconds)` makes an accepted message stay out of the search that
+  long (eventual consistency), `lookup_refuse()` answers as an account without the lookup.
 - SmtpSink: Postfix's smtp-sink on 127.0.0.1 dumping one file per message (`-d`); the
   X-Notifier-Message-Id header identifies the message and the file's mtime is the acceptance.
 """
@@ -103,6 +107,7 @@ def _processed_event(entry: object) -> dict:
 def _serve(provider: str, ready: mp.Queue, commands: mp.Queue, out_path: str,
            events: tuple[str, bytes] | None = None) -> None:
     from testkit.fakes import FakeMailgun, FakeSendGrid
+    from testkit.fakes.http_base import HttpReply
 
     fake = (FakeSendGrid if provider == "sendgrid" else FakeMailgun)(api_key=None).start()
     poster = EventPoster(fake, *events).start() if events else None
@@ -115,6 +120,11 @@ def _serve(provider: str, ready: mp.Queue, commands: mp.Queue, out_path: str,
             continue
         if command == "refuse":
             fake.faults.refuse(for_seconds=float(arg))
+        elif command == "lookup_lag":
+            fake.lookup_lag_seconds = float(arg)
+        elif command == "lookup_refuse":
+            fake.lookup_refusal = HttpReply(403, b'{"errors": [{"message": "access forbidden"}]}',
+                                            {"Content-Type": "application/json"})
         elif command == "stop":
             if poster is not None:
                 poster.stop()
@@ -129,8 +139,8 @@ def _serve(provider: str, ready: mp.Queue, commands: mp.Queue, out_path: str,
 
 
 class FakeEspProcess:
-    """A fake `provider` ("sendgrid" or "mailgun") in a spawned process; `refuse(seconds)` and
-    `stop_and_read()`."""
+    """A fake `provider` ("sendgrid" or "mailgun") in a spawned process; `refuse(seconds)`,
+    `lookup_lag(seconds)`, `lookup_refuse()` and `stop_and_read()`."""
 
     def __init__(self, provider: str, out_path: Path, events: tuple[str, bytes] | None = None) -> None:
         """`events`: (webhook URL, PEM private key) to post SendGrid events of what it accepts."""
@@ -148,6 +158,12 @@ class FakeEspProcess:
 
     def refuse(self, seconds: float) -> None:
         self._commands.put(("refuse", seconds))
+
+    def lookup_lag(self, seconds: float) -> None:
+        self._commands.put(("lookup_lag", seconds))
+
+    def lookup_refuse(self) -> None:
+        self._commands.put(("lookup_refuse", None))
 
     def kill(self) -> None:
         if self.process.pid is not None:

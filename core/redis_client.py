@@ -36,6 +36,12 @@ a new family is added here in the same commit (tests/test_docs_truth.py reads ev
                                                         send_journal.py)
     notifier:delivery:journal:<claim token>:closed      list, TTL >= 1 h: the same, renamed (+ X)
                                                         when the recovery closed it
+    notifier:delivery:esp_lookup:slot:<provider>        string, SET NX with TTL: one ESP lookup call
+                                                        per interval
+    notifier:delivery:esp_lookup:off:<provider>         string reason, TTL 1 h: the account cannot
+                                                        use the ESP's lookup
+    notifier:delivery:esp_lookup:cursor:<provider>      string, the last message id looked up
+                                                        (delivery/services/esp_lookup.py)
     Scheduling
     notifier:schedule:due                               ZSET score = due epoch, member = message id
     notifier:schedule:processing                        ZSET score = lease deadline (claimed)

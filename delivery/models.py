@@ -193,10 +193,11 @@ class AmbiguityRecord(models.Model):
     """One step in the life of an AMBIGUOUS send, with its evidence (decision 89).
 
     A row is written when a send becomes AMBIGUOUS (`held`, with why) and when it is settled:
-    `settled` (the ESP's own record proves it took the message), `resent` (no event came from a
-    provider whose events cover later sends: it never arrived) or `requeued` (an operator said
-    so). The message's id, not a foreign key: the log outlives nothing it describes and costs
-    the send path no constraint check.
+    `settled` (the ESP's own record proves it took the message: an event, or its lookup),
+    `resent` (its lookup has no such message, or no event came from a provider whose events
+    cover later sends: it never arrived) or `requeued` (an operator said so). The message's id,
+    not a foreign key: the log outlives nothing it describes and costs the send path no
+    constraint check.
     """
 
     class Kind(models.TextChoices):
@@ -207,8 +208,8 @@ class AmbiguityRecord(models.Model):
 
     message_id = models.BigIntegerField(db_index=True)
     kind = models.CharField(max_length=10, choices=Kind.choices)
-    # held: worker_lost | no_answer | provider_raised; settled: esp_event | operator;
-    # resent: no_event_in_window | operator_resend_enabled; requeued: operator.
+    # held: worker_lost | no_answer | provider_raised; settled: esp_event | esp_lookup | operator;
+    # resent: esp_lookup_not_found | no_event_in_window | operator_resend_enabled; requeued: operator.
     reason = models.CharField(max_length=40)
     provider = models.CharField(max_length=20, blank=True, default="")
     evidence = models.JSONField(default=dict, blank=True)

@@ -162,6 +162,21 @@ NOTIFIER_AMBIGUOUS_EVENT_WINDOW_SECONDS = env.int("NOTIFIER_AMBIGUOUS_EVENT_WIND
 # operator's choice, e.g. "smtp": an SMTP server sends no events, and a message with no reply
 # to DATA may have been taken). Empty: such sends stay held for an operator.
 NOTIFIER_AMBIGUOUS_RESEND_PROVIDERS = env.list("NOTIFIER_AMBIGUOUS_RESEND_PROVIDERS", default=[])
+# Ask an ESP that can be searched by our id (Mailgun events, SendGrid Email Activity) whether it
+# has each AMBIGUOUS send (delivery/services/esp_lookup.py, docs/operations.md "Ambiguous sends").
+NOTIFIER_AMBIGUOUS_LOOKUP = env.bool("NOTIFIER_AMBIGUOUS_LOOKUP", default=True)
+# At most one lookup call per provider this often, across every scheduler (SendGrid allows the
+# Email Activity API 6 requests a minute), about this many AMBIGUOUS rows per call, and never
+# longer than this timeout: the recovery loop waits for it.
+NOTIFIER_AMBIGUOUS_LOOKUP_INTERVAL_SECONDS = env.float(
+    "NOTIFIER_AMBIGUOUS_LOOKUP_INTERVAL_SECONDS", default=15.0)
+NOTIFIER_AMBIGUOUS_LOOKUP_BATCH = env.int("NOTIFIER_AMBIGUOUS_LOOKUP_BATCH", default=50)
+NOTIFIER_AMBIGUOUS_LOOKUP_TIMEOUT_SECONDS = env.float(
+    "NOTIFIER_AMBIGUOUS_LOOKUP_TIMEOUT_SECONDS", default=3.0)
+# ESP searches are eventually consistent (Mailgun: complete for events older than "e.g. half an
+# hour"): "not found" proves the request never arrived only for sends handed over this long ago.
+NOTIFIER_AMBIGUOUS_LOOKUP_COMPLETE_AFTER_SECONDS = env.int(
+    "NOTIFIER_AMBIGUOUS_LOOKUP_COMPLETE_AFTER_SECONDS", default=1800)
 # A transactional row still QUEUED this long is published again (its task may have been lost):
 # per priority (5 s for P0 .. 300 s for P3), capped by this ceiling, which campaign sweeps use.
 NOTIFIER_REQUEUE_AFTER_SECONDS = env.int("NOTIFIER_REQUEUE_AFTER_SECONDS", default=120)

@@ -9,6 +9,9 @@ classifies every outcome, because the caller's next move depends on it:
   on the next provider.
 - AMBIGUOUS: the request left and no answer came back (timeout mid-DATA, connection reset after
   the body was sent). It may have been accepted, so it is never sent to another provider blindly.
+
+An ESP that can be searched by our id (Mailgun's events, SendGrid's Email Activity) also answers
+`lookup`: whether it has an AMBIGUOUS send (delivery/services/esp_lookup.py).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from importlib import import_module
 from typing import TYPE_CHECKING, Protocol
 
@@ -100,10 +104,61 @@ class Journal(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class LookupQuery:
+    """One AMBIGUOUS send to look for at its ESP: our id, its recipient, when it was handed over."""
+
+    message_id: int
+    recipient: str
+    handed_over_at: datetime
+
+
+@dataclass(frozen=True)
+class Found:
+    """The ESP has a message carrying our id: it took the request."""
+
+    provider_message_id: str = ""
+    event: str = ""  # what the ESP shows of it (Mailgun `accepted`, SendGrid's status)
+    at: str = ""  # when, as the ESP reports it
+
+    def evidence(self, api: str) -> dict[str, str]:
+        return {"source": "lookup", "api": api, "provider_message_id": self.provider_message_id,
+                "event": self.event, "at": self.at}
+
+
+class NotFound:
+    """The ESP searched everything it holds for our id and has nothing. Whether that proves the
+    request never arrived depends on the send's age: ESP searches are eventually consistent
+    (delivery/services/esp_lookup.py)."""
+
+    def __repr__(self) -> str:
+        return "NOT_FOUND"
+
+
+NOT_FOUND = NotFound()
+# Per message id; an id left out: the ESP could not say (a search cut short).
+LookupAnswers = dict[int, Found | NotFound]
+
+
+class LookupUnavailableError(Exception):
+    """This lookup failed (timeout, 5xx, 429): ask again later."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class LookupNotEnabledError(LookupUnavailableError):
+    """The account cannot use the ESP's lookup (SendGrid's Email Activity API is a paid add-on;
+    a Mailgun domain sending key cannot read events): turn it off for a while."""
+
+
 class Provider(ABC):
     """One ESP. Instances live for a worker process and may keep connections open."""
 
     name: str = ""
+    # The API a lookup asks (for the evidence it leaves); empty: the ESP offers none (SES, SMTP).
+    lookup_api: str = ""
 
     @abstractmethod
     def send_batch(self, emails: Sequence[OutgoingEmail], journal: Journal | None = None) -> list[SendResult]:
@@ -113,6 +168,16 @@ class Provider(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook; most providers hold nothing
         """Release pooled connections (called at worker shutdown)."""
+
+    def offers_lookup(self) -> bool:
+        """Whether `lookup` can be asked: the ESP has a search by our id and is configured."""
+        return False
+
+    def lookup(self, queries: Sequence[LookupQuery], *, timeout: float) -> LookupAnswers:
+        """Ask the ESP whether it has these messages, within `timeout` seconds in all: `Found`,
+        `NOT_FOUND`, or nothing for an id it could not answer. Raises `LookupUnavailableError` (or
+        `LookupNotEnabledError`) when the ESP did not answer."""
+        raise LookupNotEnabledError(f"{self.name or 'this provider'} offers no lookup by message")
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 
@@ -28,7 +28,13 @@ from django.conf import settings as django_settings
 from requests.adapters import HTTPAdapter
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 
-from delivery.providers.base import Outcome, OutgoingEmail, SendResult
+from delivery.providers.base import (
+    LookupNotEnabledError,
+    LookupUnavailableError,
+    Outcome,
+    OutgoingEmail,
+    SendResult,
+)
 
 PERMANENT_STATUSES = frozenset({400, 413, 422})
 # Kept free in a size-limited request for what it carries once, whatever its recipients: the
@@ -145,6 +151,47 @@ def post(session: requests.Session, settings: HttpSettings, url: str, **kwargs: 
         outcome, response.status_code, response.text, dict(response.headers), error,
         retry_after_seconds(response.headers.get("Retry-After")), elapsed,
     )
+
+
+def lookup_get(session: requests.Session, settings: HttpSettings, url: str, *, deadline: float,
+               not_enabled: Callable[[requests.Response], bool], **kwargs: object) -> dict:
+    """One GET of an ESP lookup in the time left before `deadline` (`time.monotonic()`): its 2xx
+    JSON object. Raises LookupUnavailableError for no answer in time, a refusal (with its Retry-After)
+    or an unreadable body, LookupNotEnabledError when `not_enabled(response)` says the account cannot
+    use this API.
+
+    A lookup is a read: unlike a send, a timed-out one is simply asked again later. Its timeout
+    is the time left, so a slow ESP holds the caller (the recovery loop) no longer than that.
+    """
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise LookupUnavailableError("no time left for the lookup")
+    try:
+        response = session.get(url, timeout=(min(settings.connect_timeout, left), left), **kwargs)
+    except requests.RequestException as exc:
+        raise LookupUnavailableError(f"{type(exc).__name__}: {exc}"[:300]) from exc
+    if 200 <= response.status_code < 300:
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            raise LookupUnavailableError(f"HTTP {response.status_code}: not a JSON object: "
+                                         f"{response.text[:200]}")
+        return body
+    reason = f"HTTP {response.status_code}: {response.text[:300]}"
+    if not_enabled(response):
+        raise LookupNotEnabledError(reason)
+    raise LookupUnavailableError(reason, retry_after=_retry_after(response.headers))
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    """`Retry-After`, or SendGrid's `X-RateLimit-Reset` (the epoch second its limit resets)."""
+    seconds = retry_after_seconds(headers.get("Retry-After"))
+    reset = headers.get("X-RateLimit-Reset") or ""
+    if seconds is None and reset.isdigit():
+        seconds = max(0.0, int(reset) - time.time())
+    return seconds
 
 
 def results_for_answer(

@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from testkit.fakes.context import StartStopContext
 from testkit.fakes.faults import Fault, FaultPlan, Mode
-from testkit.fakes.ledger import Ledger, Outcome
+from testkit.fakes.ledger import Ledger, LedgerEntry, Outcome
 from testkit.fakes.supervisor import RefusalSupervisor
 
 HOST = "127.0.0.1"
@@ -115,6 +115,13 @@ class FakeHTTPServer(StartStopContext):
     :meth:`rate_limited`. Use as ``with FakeX() as fake: ... fake.url``.
     ``record_requests=True`` keeps every request for wire-format assertions (off by
     default so benchmarks do not grow memory).
+
+    An ESP's search by message (Mailgun events, SendGrid Email Activity) is a
+    :meth:`lookup_route`: it answers from what this fake accepted (:meth:`searchable`), past the
+    fault plan (a send's scripted fault is never spent on it) and outside the ledger's request
+    counts. ``lookup_refusal`` is the reply of an account that cannot use it,
+    ``lookup_delay_seconds`` a slow answer, ``lookup_lag_seconds`` how long an accepted message
+    stays out of the search (eventual consistency); ``lookup_requests`` counts them.
     """
 
     provider = "http"
@@ -144,6 +151,10 @@ class FakeHTTPServer(StartStopContext):
         self._thread: threading.Thread | None = None
         self._supervisor: RefusalSupervisor | None = None
         self._stopping = threading.Event()
+        self.lookup_refusal: HttpReply | None = None
+        self.lookup_delay_seconds = 0.0
+        self.lookup_lag_seconds = 0.0
+        self.lookup_requests = 0
 
     # -- lifecycle -------------------------------------------------------------------
     @property
@@ -225,6 +236,16 @@ class FakeHTTPServer(StartStopContext):
         """Reply for unknown routes."""
         return HttpReply.json(404, {"message": "Not Found"})
 
+    def lookup_route(self, method: str, path: str) -> Endpoint | None:
+        """The ESP's search by message for this method and path, or ``None``."""
+        return None
+
+    def searchable(self) -> list[LedgerEntry]:
+        """What this fake accepted that its search shows: at least ``lookup_lag_seconds`` old."""
+        horizon = time.time() - self.lookup_lag_seconds
+        return [entry for entry in self.ledger.entries()
+                if entry.provider == self.name and entry.accepted_at <= horizon]
+
     # -- request pipeline -----------------------------------------------------------
     def serve(self, handler: _Handler) -> None:
         """Run one request through faults, auth, the endpoint and the ledger."""
@@ -239,6 +260,10 @@ class FakeHTTPServer(StartStopContext):
             return
         if self.faults.is_refusing():
             self._drop(handler, Outcome.DROPPED)
+            return
+        lookup = self.lookup_route(request.method, request.path)
+        if lookup is not None:
+            self._serve_lookup(handler, request, lookup)
             return
         endpoint = self.route(request.method, request.path)
         if endpoint is None:
@@ -262,6 +287,15 @@ class FakeHTTPServer(StartStopContext):
             self._drop(handler, Outcome.HUNG)
             return
         self._finish(handler, result.reply, result.outcome)
+
+    def _serve_lookup(self, handler: _Handler, request: HttpRequest, endpoint: Endpoint) -> None:
+        with self._received_lock:
+            self.lookup_requests += 1
+        if self.lookup_delay_seconds > 0:
+            self._stopping.wait(self.lookup_delay_seconds)
+        reply = self.authorize(request) or self.lookup_refusal or endpoint(request).reply
+        self._note(handler, Outcome.LOOKUP, reply.headers.get("Retry-After"))
+        _send(handler, reply)
 
     def _fault_reply(self, fault: Fault) -> tuple[HttpReply, str] | None:
         if fault.mode is Mode.ERROR_5XX:

@@ -27,6 +27,7 @@ class Outcome:
     SERVER_ERROR = "server_error"
     RATE_LIMITED = "rate_limited"
     DROPPED = "dropped"  # connection closed without answer while refusing
+    LOOKUP = "lookup"  # a search by message (never counted as a request: only noted when recording)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,13 @@
-"""Fake Mailgun Messages API (``POST /v3/<domain>/messages``).
+"""Fake Mailgun Messages API (``POST /v3/<domain>/messages``) and its events search.
 
 Wire format: https://documentation.mailgun.com/docs/mailgun/api-reference/openapi-final/tag/Messages/
 Batch sending / recipient variables:
 https://documentation.mailgun.com/docs/mailgun/user-manual/sending-messages/batch-sending
+Events (``GET /v3/<domain>/events``, paging through ``paging.next`` until an empty page):
+https://documentation.mailgun.com/docs/mailgun/user-manual/events/ ; the fake answers the
+`accepted` event of every recipient it took, with its `user-variables`, filtered by ``event``,
+``recipient`` (terms joined by ``OR``, quoted or not), ``begin``/``end`` (epoch seconds) and
+``ascending``; anything else it does not understand is a 400, never silently ignored.
 """
 
 from __future__ import annotations
@@ -37,6 +42,9 @@ MAX_RECIPIENTS = 1000
 MAX_REQUEST_BYTES = 25_000_000  # "The maximum message size Mailgun supports is 25MB"
 DEFAULT_API_KEY = "test-mailgun-key"  # placeholder, not a secret
 _ROUTE = re.compile(r"^/v3/(?P<domain>[^/]+)/messages$")
+_EVENTS = re.compile(r"^/v3/(?P<domain>[^/]+)/events(?:/(?P<page>[A-Za-z0-9_=-]+))?$")
+EVENTS_MAX_LIMIT = 300  # "The number of entries to return (300 max)"
+_EVENT_PARAMS = {"begin", "end", "ascending", "limit", "event", "recipient", "pretty", "offset"}
 _RECIPIENT_REF = re.compile(r"^%recipient\.(?P<key>[^%]+)%$")
 
 Form = dict[str, list[str]]
@@ -62,6 +70,13 @@ class FakeMailgun(FakeHTTPServer):
             return None
         domain = match["domain"]
         return lambda request: self._send(domain, request)
+
+    def lookup_route(self, method: str, path: str) -> Endpoint | None:
+        """``GET /v3/<domain>/events`` and its page URLs."""
+        match = _EVENTS.match(path)
+        if method != "GET" or match is None:
+            return None
+        return lambda request: self._events(match["domain"], match["page"], request)
 
     def authorize(self, request: HttpRequest) -> HttpReply | None:
         """401 ``Forbidden`` (plain text, as Mailgun does) unless ``api:<key>``."""
@@ -112,6 +127,63 @@ class FakeMailgun(FakeHTTPServer):
                     for r in recipients]
         return Result(HttpReply.json(200, {"id": mg_id, "message": "Queued. Thank you."}),
                       accepted)
+
+
+    def _events(self, domain: str, page: str | None, request: HttpRequest) -> Result:
+        """One page of `accepted` events; `paging.next` carries the query and the offset."""
+        params = (json.loads(base64.urlsafe_b64decode(page)) if page
+                  else {name: values[0] for name, values in request.query.items()})
+        try:
+            items = events_matching(self.searchable(), params, domain)
+            limit = int(params.get("limit", 100))
+            if not 1 <= limit <= EVENTS_MAX_LIMIT:
+                raise ValueError(f"limit must be between 1 and {EVENTS_MAX_LIMIT}")
+        except ValueError as exc:
+            return _bad(str(exc))
+        offset = int(params.get("offset", 0))
+        chunk = items[offset:offset + limit]
+        token = base64.urlsafe_b64encode(json.dumps({**params, "offset": offset + len(chunk)}).encode())
+        pages = f"{self.url}/v3/{domain}/events"
+        return Result(HttpReply.json(200, {"items": chunk, "paging": {
+            "next": f"{pages}/{token.decode()}", "previous": pages}}))
+
+
+def events_matching(entries: list[Any], params: dict[str, Any], domain: str) -> list[dict[str, Any]]:
+    """The `accepted` events of these ledger entries that match the query, in time order."""
+    unknown = set(params) - _EVENT_PARAMS
+    if unknown:
+        raise ValueError(f"this fake does not filter by {sorted(unknown)}")
+    if "event" in params and "accepted" not in _terms(params["event"]):
+        return []
+    recipients = {t.lower() for t in _terms(params["recipient"])} if "recipient" in params else None
+    begin, end = (float(params[k]) if k in params else None for k in ("begin", "end"))
+    descending = params.get("ascending") == "no" or (begin is not None and end is not None and end < begin)
+    low, high = (end, begin) if descending else (begin, end)
+    matching = [e for e in entries if (recipients is None or e.recipient.lower() in recipients)
+                and (low is None or e.accepted_at >= low) and (high is None or e.accepted_at <= high)]
+    matching.sort(key=lambda e: e.accepted_at, reverse=descending)
+    return [_accepted_event(e, domain) for e in matching]
+
+
+def _terms(expression: str) -> list[str]:
+    """The terms of `a OR "b"`; any other filter expression (AND, -term, ranges) is refused."""
+    terms = re.split(r"\s+OR\s+", expression.strip())
+    if not all(_TERM.fullmatch(term) and term != "AND" for term in terms):
+        raise ValueError(f"filter expression {expression!r} is not supported by this fake")
+    return [term.strip('"') for term in terms]
+
+
+_TERM = re.compile(r'"[^"]+"|[^\s"<>-][^\s"]*')
+
+
+def _accepted_event(entry: Any, domain: str) -> dict[str, Any]:
+    variables = {MESSAGE_ID_VAR.removeprefix("v:"): entry.message_id} if entry.message_id else {}
+    return {"event": "accepted", "id": uuid.uuid5(uuid.NAMESPACE_OID, repr(entry)).hex[:22],
+            "timestamp": entry.accepted_at, "recipient": entry.recipient, "method": "http",
+            "user-variables": variables, "tags": [], "flags": {"is-test-mode": False},
+            "envelope": {"targets": entry.recipient, "sender": f"postmaster@{domain}"},
+            "message": {"headers": {"message-id": entry.provider_message_id.strip("<>"),
+                                    "to": entry.recipient}}}
 
 
 def _bad(message: str) -> Result:

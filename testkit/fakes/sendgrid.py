@@ -1,12 +1,21 @@
-"""Fake SendGrid v3 Mail Send API (``POST /v3/mail/send``).
+"""Fake SendGrid v3 Mail Send API (``POST /v3/mail/send``) and Email Activity search.
 
 Wire format: https://www.twilio.com/docs/sendgrid/api-reference/mail-send/mail-send
 Errors:      https://www.twilio.com/docs/sendgrid/api-reference/mail-send/errors
+Activity:    https://www.twilio.com/docs/sendgrid/api-reference/email-activity/filter-all-messages
+             (``GET /v3/messages?query=...&limit=...``, limit 1..1000, "6 requests per minute");
+             the fake understands clauses ``unique_args['<key>']="<value>"`` joined by ``OR``
+             (each may be parenthesised) and answers a 400 for any other query.
 """
 
 from __future__ import annotations
 
+import re
+import threading
+import time
 import uuid
+from collections import deque
+from datetime import UTC, datetime
 from typing import Any
 
 from testkit.fakes.http_base import (
@@ -27,6 +36,11 @@ MAX_PERSONALIZATIONS = 1000  # also the cap on to+cc+bcc recipients per request
 # "The total size of your email, including attachments, must be less than 30MB" (Mail Send page).
 MAX_REQUEST_BYTES = 30_000_000
 DEFAULT_API_KEY = "test-sendgrid-key"  # placeholder, not a secret
+ACTIVITY_MAX_LIMIT = 1000
+ACTIVITY_REQUESTS_PER_MINUTE = 6  # "The current limit is 6 requests per minute"
+# What SendGrid answers an account without the Email Activity add-on (sendgrid-csharp #959).
+ACTIVITY_NOT_PURCHASED = {"errors": [{"field": None, "message": "access forbidden"}]}
+_UNIQUE_ARG = re.compile(r"""\(?\s*unique_args\['(?P<key>[^']+)'\]\s*=\s*"(?P<value>[^"]*)"\s*\)?""")
 
 # Error texts as listed on the SendGrid errors page (linked above).
 MSG_SUBJECT = (
@@ -67,10 +81,22 @@ class FakeSendGrid(FakeHTTPServer):
     def __init__(self, *, api_key: str | None = DEFAULT_API_KEY, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.api_key = api_key
+        # The activity API's rate limit (None: none); the instants of the last minute's requests.
+        self.activity_requests_per_minute: int | None = ACTIVITY_REQUESTS_PER_MINUTE
+        self._activity_times: deque[float] = deque()
+        self._activity_lock = threading.Lock()
 
     def route(self, method: str, path: str) -> Endpoint | None:
         """Only ``POST /v3/mail/send``."""
         return self._send if (method, path) == ("POST", "/v3/mail/send") else None
+
+    def lookup_route(self, method: str, path: str) -> Endpoint | None:
+        """``GET /v3/messages``: the Email Activity search."""
+        return self._activity if (method, path) == ("GET", "/v3/messages") else None
+
+    def refuse_activity(self) -> None:
+        """Answer the activity API as for an account without its paid add-on (403)."""
+        self.lookup_refusal = HttpReply.json(403, ACTIVITY_NOT_PURCHASED)
 
     def authorize(self, request: HttpRequest) -> HttpReply | None:
         """401 unless ``Authorization: Bearer <api_key>``."""
@@ -111,6 +137,35 @@ class FakeSendGrid(FakeHTTPServer):
         accepted = [Accepted(mid, addr, x_message_id, contents.get(addr)) for mid, addr in _recipients(body)]
         return Result(HttpReply(202, b"", {"X-Message-Id": x_message_id}), accepted)
 
+    def _activity(self, request: HttpRequest) -> Result:
+        if self._over_activity_rate():
+            reset = int(time.time()) + 60
+            return Result(HttpReply.json(429, sendgrid_errors(("too many requests", None)), {
+                "X-RateLimit-Limit": str(self.activity_requests_per_minute), "X-RateLimit-Remaining": "0",
+                "X-RateLimit-Reset": str(reset)}), [], Outcome.RATE_LIMITED)
+        try:
+            wanted = unique_arg_values((request.query.get("query") or [""])[0], MESSAGE_ID_ARG)
+            limit = int((request.query.get("limit") or ["10"])[0])
+            if not 1 <= limit <= ACTIVITY_MAX_LIMIT:
+                raise ValueError(f"limit must be between 1 and {ACTIVITY_MAX_LIMIT}")
+        except ValueError as exc:
+            return Result(HttpReply.json(400, {"errors": [{"message": f"invalid syntax: {exc}"}]}))
+        messages = [_activity_message(entry, n) for n, entry in enumerate(self.searchable())
+                    if entry.message_id in wanted]
+        return Result(HttpReply.json(200, {"messages": messages[:limit]}))
+
+    def _over_activity_rate(self) -> bool:
+        if self.activity_requests_per_minute is None:
+            return False
+        now = time.monotonic()
+        with self._activity_lock:
+            while self._activity_times and self._activity_times[0] <= now - 60:
+                self._activity_times.popleft()
+            if len(self._activity_times) >= self.activity_requests_per_minute:
+                return True
+            self._activity_times.append(now)
+            return False
+
     def _rejections(self, personalizations: list[dict[str, Any]]) -> list[tuple[str, str]]:
         found = []
         for i, pers in enumerate(personalizations):
@@ -119,6 +174,27 @@ class FakeSendGrid(FakeHTTPServer):
                     found.append(("Does not contain a valid address.",
                                   f"personalizations.{i}.to.{j}.email"))
         return found
+
+
+def unique_arg_values(query: str, key: str) -> set[str]:
+    """The values of `key` that `unique_args['key']="v" OR ...` asks for."""
+    clauses = re.split(r"\s+OR\s+", query.strip())
+    values = set()
+    for clause in clauses:
+        match = _UNIQUE_ARG.fullmatch(clause)
+        if match is None:
+            raise ValueError(f"{clause!r} is not a query this fake understands")
+        if match["key"] == key:
+            values.add(match["value"])
+    return values
+
+
+def _activity_message(entry: Any, n: int) -> dict[str, Any]:
+    """One message as the activity API lists it (no custom args: those are in its details)."""
+    at = datetime.fromtimestamp(entry.accepted_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"from_email": "", "msg_id": f"{entry.provider_message_id}.fake.{n}", "subject": "",
+            "to_email": entry.recipient, "status": "processed", "opens_count": 0, "clicks_count": 0,
+            "last_event_time": at}
 
 
 def _bad_request(errors: list[tuple[str, str | None]]) -> Result:

@@ -14,11 +14,9 @@ from rest_framework.test import APIClient
 
 from campaigns.models import Campaign
 from clients.services import api_client_create
-from core.priorities import Priority, queue_for
 from delivery.models import AmbiguityRecord, EmailMessage, ProviderEventCoverage
 from delivery.providers.events import EventType
-from delivery.services import ledger
-from delivery.services.ambiguity import ambiguity_held, ambiguous_messages_resolve
+from delivery.services.ambiguity import ambiguous_messages_resolve
 from delivery.services.recovery import stalled_messages_recover
 from delivery.services.sending import message_batch_send
 from feedback.services.processing import events_process
@@ -26,11 +24,24 @@ from tests.delivery.conftest import ledger_counts
 from tests.factories import email_message, owner, template_version
 from tests.feedback.helpers import campaign as campaign_of
 from tests.feedback.helpers import event
-from tests.support.broker_messages import broker_messages
+from tests.support.ambiguous_rows import (
+    handed_over,
+    queued_tasks,
+    sent_with_event,
+    stalled_messages_recover_at,
+    worker_lost,
+)
 
 Status = EmailMessage.Status
 Kind = AmbiguityRecord.Kind
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_broker")]
+
+
+@pytest.fixture(autouse=True)
+def no_lookup(settings) -> None:
+    """These are the rules for an ESP that cannot be searched by our id (SES, SMTP, SendGrid
+    without its activity add-on): the lookup's own cases are in test_ambiguity_lookup.py."""
+    settings.NOTIFIER_AMBIGUOUS_LOOKUP = False
 
 
 @pytest.fixture
@@ -39,59 +50,24 @@ def window(settings) -> int:
     return 60
 
 
-def _queued_tasks(priority: int = 0) -> list[list]:
-    """The argument lists of the send tasks waiting on a priority's queue (real Redis broker)."""
-    queue = queue_for(Priority(priority))
-    return [m.args for m in broker_messages([queue]) if m.where == queue]
-
-
-def _handed_over(provider: str, *, at=None, **fields) -> EmailMessage:
-    """A message claimed and handed to `provider` at `at` (a worker that then died mid-call)."""
-    message = email_message(**fields)
-    token = uuid.uuid4().hex
-    ledger.messages_claim(message_ids=[message.id], token=token)
-    ledger.messages_mark_started(message_ids=[message.id], token=token, provider=provider,
-                                 started_at=at or timezone.now())
-    return message
-
-
-def _worker_lost(provider: str, *, at, **fields) -> EmailMessage:
-    message = _handed_over(provider, at=at, **fields)
-    stalled_messages_recover_at(at + timedelta(hours=1))
-    return message
-
-
-def stalled_messages_recover_at(now) -> None:
-    """The recovery's stalled-send mark, as it runs once the hand-off is older than the limit."""
-    ambiguity_held(rows=ledger.stalled_sends_mark_ambiguous(started_before=now), reason="worker_lost")
-
-
-def _sent_with_event(provider: str, *, at) -> EmailMessage:
-    """A message handed over at `at` and accepted, whose ESP event then arrived."""
-    message = _handed_over(provider, at=at)
-    EmailMessage.objects.filter(id=message.id).update(status=Status.SENT, provider=provider)
-    events_process(events=[event(message, EventType.DELIVERED, provider=provider)])
-    return message
-
-
 def test_resent_through_its_provider_only_once_later_sends_have_events(esps, settings, window):
     settings.NOTIFIER_PROVIDERS = ["sendgrid", "mailgun"]
     t0 = timezone.now() - timedelta(minutes=30)
-    lost = _worker_lost("sendgrid", at=t0)
+    lost = worker_lost("sendgrid", at=t0)
     assert EmailMessage.objects.get(id=lost.id).status == Status.AMBIGUOUS
     # No events from SendGrid yet: held.
     assert ambiguous_messages_resolve().resent == 0
     # Events for a message handed over before it, or within the window after it: still held.
-    _sent_with_event("sendgrid", at=t0 - timedelta(seconds=5))
-    _sent_with_event("sendgrid", at=t0 + timedelta(seconds=window - 5))
-    _sent_with_event("mailgun", at=t0 + timedelta(minutes=10))  # another ESP's events prove nothing
+    sent_with_event("sendgrid", at=t0 - timedelta(seconds=5))
+    sent_with_event("sendgrid", at=t0 + timedelta(seconds=window - 5))
+    sent_with_event("mailgun", at=t0 + timedelta(minutes=10))  # another ESP's events prove nothing
     assert ambiguous_messages_resolve().resent == 0
-    assert _queued_tasks() == []
+    assert queued_tasks() == []
     # SendGrid's events now cover a send made more than the window after it, none about it.
-    _sent_with_event("sendgrid", at=t0 + timedelta(seconds=window + 5))
+    sent_with_event("sendgrid", at=t0 + timedelta(seconds=window + 5))
     assert ambiguous_messages_resolve().resent == 1
     assert ambiguous_messages_resolve().resent == 0  # QUEUED now: never twice
-    (task,) = _queued_tasks()
+    (task,) = queued_tasks()
     assert task[0] == [lost.id] and task[3] == "sendgrid"  # pinned
     resent = AmbiguityRecord.objects.get(message_id=lost.id, kind=Kind.RESENT)
     assert resent.reason == "no_event_in_window" and resent.provider == "sendgrid"
@@ -112,7 +88,7 @@ def test_resent_through_its_provider_only_once_later_sends_have_events(esps, set
 
 
 def test_an_esp_event_settles_an_ambiguous_send_as_sent_with_its_evidence(window):
-    lost = _worker_lost("sendgrid", at=timezone.now() - timedelta(minutes=5))
+    lost = worker_lost("sendgrid", at=timezone.now() - timedelta(minutes=5))
     events_process(events=[event(lost, EventType.DELIVERED, provider="sendgrid", event_id="sg-ev-1")])
     row = EmailMessage.objects.get(id=lost.id)
     assert row.status in (Status.SENT, Status.DELIVERED) and row.provider == "sendgrid"
@@ -123,12 +99,12 @@ def test_an_esp_event_settles_an_ambiguous_send_as_sent_with_its_evidence(window
 
 
 def test_a_provider_without_events_stays_held_unless_the_operator_opts_in(settings, window):
-    lost = _worker_lost("smtp", at=timezone.now() - timedelta(minutes=5))
+    lost = worker_lost("smtp", at=timezone.now() - timedelta(minutes=5))
     assert ambiguous_messages_resolve().held == {"smtp": 1}
-    assert _queued_tasks() == []
+    assert queued_tasks() == []
     settings.NOTIFIER_AMBIGUOUS_RESEND_PROVIDERS = ["smtp"]
     assert ambiguous_messages_resolve().resent == 1
-    (task,) = _queued_tasks()
+    (task,) = queued_tasks()
     assert task[0] == [lost.id] and task[3] == "smtp"
     resent = AmbiguityRecord.objects.get(message_id=lost.id, kind=Kind.RESENT)
     assert resent.reason == "operator_resend_enabled"
@@ -136,7 +112,7 @@ def test_a_provider_without_events_stays_held_unless_the_operator_opts_in(settin
 
 def test_a_recent_send_waits_out_the_window_even_when_opted_in(settings, window):
     settings.NOTIFIER_AMBIGUOUS_RESEND_PROVIDERS = ["smtp"]
-    _worker_lost("smtp", at=timezone.now() - timedelta(seconds=window // 2))
+    worker_lost("smtp", at=timezone.now() - timedelta(seconds=window // 2))
     assert ambiguous_messages_resolve().resent == 0
 
 
@@ -157,17 +133,17 @@ def test_a_failover_names_the_next_provider_before_offering_it(esps, settings):
 
 def test_the_recovery_holds_a_lost_worker_send_and_logs_why(settings):
     settings.NOTIFIER_AMBIGUOUS_AFTER_SECONDS = 1
-    message = _handed_over("sendgrid", at=timezone.now() - timedelta(seconds=30))
+    message = handed_over("sendgrid", at=timezone.now() - timedelta(seconds=30))
     assert stalled_messages_recover().ambiguous == 1
     held = AmbiguityRecord.objects.get(message_id=message.id, kind=Kind.HELD)
     assert (held.reason, held.provider) == ("worker_lost", "sendgrid")
 
 
 def test_the_api_lists_a_service_its_own_ambiguous_sends_by_reason_and_age(api, window):
-    mine = _worker_lost("sendgrid", at=timezone.now() - timedelta(minutes=10))
+    mine = worker_lost("sendgrid", at=timezone.now() - timedelta(minutes=10))
     EmailMessage.objects.filter(id=mine.id).update(client=owner())
     other, other_key = api_client_create(name="someone else")
-    theirs = _worker_lost("sendgrid", at=timezone.now() - timedelta(minutes=10))
+    theirs = worker_lost("sendgrid", at=timezone.now() - timedelta(minutes=10))
     EmailMessage.objects.filter(id=theirs.id).update(client=other)
     body = api.get("/api/v1/messages/ambiguous").json()
     assert body["total"] == 1 and [row["id"] for row in body["oldest"]] == [mine.id]
@@ -185,11 +161,11 @@ def test_a_finished_campaigns_row_is_resent_a_cancelled_ones_is_not(window):
     is finished for its progress): its re-send is still the campaign's promise."""
     t0 = timezone.now() - timedelta(minutes=30)
     completed, cancelled = campaign_of(), campaign_of()
-    kept = _worker_lost("sendgrid", at=t0, campaign=completed, priority=2)
-    dropped = _worker_lost("sendgrid", at=t0, campaign=cancelled, priority=2)
+    kept = worker_lost("sendgrid", at=t0, campaign=completed, priority=2)
+    dropped = worker_lost("sendgrid", at=t0, campaign=cancelled, priority=2)
     Campaign.objects.filter(id=completed.id).update(status=Campaign.Status.COMPLETED)
     Campaign.objects.filter(id=cancelled.id).update(status=Campaign.Status.CANCELLED)
-    _sent_with_event("sendgrid", at=t0 + timedelta(seconds=window + 5))
+    sent_with_event("sendgrid", at=t0 + timedelta(seconds=window + 5))
     assert ambiguous_messages_resolve().resent == 1
     assert EmailMessage.objects.get(id=kept.id).status == Status.QUEUED
     assert EmailMessage.objects.get(id=dropped.id).status == Status.AMBIGUOUS
@@ -199,14 +175,14 @@ def test_an_event_stored_while_the_row_was_sending_settles_it_never_a_resend(win
     """The ESP took it and said so while the worker still held the row (found by the 1M day: the
     row was then held, re-sent, and delivered twice)."""
     t0 = timezone.now() - timedelta(minutes=30)
-    message = _handed_over("sendgrid", at=t0)
+    message = handed_over("sendgrid", at=t0)
     events_process(events=[event(message, EventType.SENT, provider="sendgrid", event_id="sg-early")])
     assert EmailMessage.objects.get(id=message.id).status == Status.SENDING  # the worker's to finish
     stalled_messages_recover_at(t0 + timedelta(hours=1))  # then the worker is taken for lost
-    _sent_with_event("sendgrid", at=t0 + timedelta(seconds=window + 5))
+    sent_with_event("sendgrid", at=t0 + timedelta(seconds=window + 5))
     report = ambiguous_messages_resolve()
     assert (report.settled, report.resent) == (1, 0)
     assert EmailMessage.objects.get(id=message.id).status == Status.SENT
     settled = AmbiguityRecord.objects.get(message_id=message.id, kind=Kind.SETTLED)
     assert settled.evidence["provider_event_id"] == "sg-early"
-    assert _queued_tasks() == []
+    assert queued_tasks() == []

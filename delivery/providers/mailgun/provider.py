@@ -33,7 +33,16 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from delivery.providers.addresses import mailbox, wire_emails
-from delivery.providers.base import MESSAGE_ID_KEY, Journal, Outcome, OutgoingEmail, Provider, SendResult
+from delivery.providers.base import (
+    MESSAGE_ID_KEY,
+    Journal,
+    LookupAnswers,
+    LookupQuery,
+    Outcome,
+    OutgoingEmail,
+    Provider,
+    SendResult,
+)
 from delivery.providers.http import (
     HttpSettings,
     chunks_unique_recipients,
@@ -42,6 +51,8 @@ from delivery.providers.http import (
     post,
     results_for_answer,
 )
+from delivery.providers.mailgun.lookup import API as LOOKUP_API
+from delivery.providers.mailgun.lookup import events_lookup
 from delivery.providers.substitution import content_holds, substitutable_template
 from templates.slots import SlotTemplate
 
@@ -53,6 +64,7 @@ _FORM_SAFE_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456
 
 class MailgunProvider(Provider):
     name = "mailgun"
+    lookup_api = LOOKUP_API
 
     def __init__(self, settings: HttpSettings):
         self.settings = settings
@@ -80,6 +92,13 @@ class MailgunProvider(Provider):
 
     def close(self) -> None:
         self.session.close()
+
+    def offers_lookup(self) -> bool:
+        return bool(self.settings.api_key and self.settings.domain)
+
+    def lookup(self, queries: Sequence[LookupQuery], *, timeout: float) -> LookupAnswers:
+        """Our ids among the domain's `accepted` events (mailgun/lookup.py)."""
+        return events_lookup(self.session, self.settings, queries, timeout=timeout)
 
     def _send_chunk(self, chunk: list[OutgoingEmail]) -> list[SendResult]:
         answer = post(self.session, self.settings, self.url, data=form_body(message_form(chunk)),

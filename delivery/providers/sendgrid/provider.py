@@ -30,7 +30,16 @@ from functools import lru_cache
 from typing import Any
 
 from delivery.providers.addresses import mailbox, wire_emails
-from delivery.providers.base import MESSAGE_ID_KEY, Journal, Outcome, OutgoingEmail, Provider, SendResult
+from delivery.providers.base import (
+    MESSAGE_ID_KEY,
+    Journal,
+    LookupAnswers,
+    LookupQuery,
+    Outcome,
+    OutgoingEmail,
+    Provider,
+    SendResult,
+)
 from delivery.providers.http import (
     HttpAnswer,
     HttpSettings,
@@ -40,6 +49,8 @@ from delivery.providers.http import (
     post,
     results_for_answer,
 )
+from delivery.providers.sendgrid.lookup import API as LOOKUP_API
+from delivery.providers.sendgrid.lookup import activity_lookup
 from delivery.providers.substitution import content_holds, substitutable_template
 from templates.slots import SlotTemplate
 
@@ -53,6 +64,7 @@ _FIELD_RE = re.compile(r"^personalizations\.(\d+)\.")
 
 class SendGridProvider(Provider):
     name = "sendgrid"
+    lookup_api = LOOKUP_API
 
     def __init__(self, settings: HttpSettings):
         self.settings = settings
@@ -71,6 +83,13 @@ class SendGridProvider(Provider):
 
     def close(self) -> None:
         self.session.close()
+
+    def offers_lookup(self) -> bool:
+        return bool(self.settings.api_key)
+
+    def lookup(self, queries: Sequence[LookupQuery], *, timeout: float) -> LookupAnswers:
+        """Our ids in the Email Activity, a paid add-on (sendgrid/lookup.py)."""
+        return activity_lookup(self.session, self.settings, queries, timeout=timeout)
 
     def _send_chunk(
         self, chunk: list[OutgoingEmail], encoder: _Encoder, retries_left: int
