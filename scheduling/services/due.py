@@ -5,6 +5,8 @@ Keys (all under the configured prefix, see core.redis_client):
     notifier:schedule:due          ZSET score = due time (epoch seconds), member = message id
     notifier:schedule:processing   ZSET score = lease deadline (epoch seconds), member = message id
     notifier:schedule:lock         STRING holder token, TTL = NOTIFIER_SCHEDULER_LOCK_TTL_SECONDS
+    notifier:schedule:built        STRING "done", or the last id a rebuild in progress has added:
+                                   missing means Redis lost the sets (restart, flush, failover)
 
     $ redis-cli ZCOUNT notifier:schedule:due -inf $(date +%s)     # due now, not yet claimed
     $ redis-cli ZRANGE notifier:schedule:due 0 9 WITHSCORES        # the next ten
@@ -12,7 +14,8 @@ Keys (all under the configured prefix, see core.redis_client):
     $ redis-cli GET notifier:schedule:lock
 
 PostgreSQL stays the record (status SCHEDULED + `scheduled_for`); these sets are an index that
-`python manage.py rebuild_schedule` can rebuild. Every change is one Lua script or one command,
+the scheduler rebuilds by itself when `built` is missing (scheduling/services/rebuild.py), and
+`python manage.py rebuild_schedule` rebuilds on demand. Every change is one Lua script or one command,
 so two schedulers never hold the same claim at once.
 """
 
@@ -34,6 +37,25 @@ def due_key() -> str:
 
 def processing_key() -> str:
     return redis_key("schedule", "processing")
+
+
+def built_key() -> str:
+    return redis_key("schedule", "built")
+
+
+BUILT = "done"
+
+
+def due_set_built() -> str | None:
+    """"done", the last id a rebuild in progress added, or None: the due set was lost."""
+    raw = get_redis().get(built_key())
+    return raw.decode() if isinstance(raw, bytes) else raw
+
+
+def due_set_built_mark(value: str, *, only_if_present: bool) -> bool:
+    """Record the rebuild's progress (an id) or its end (BUILT). `only_if_present`: False when
+    the key vanished meanwhile (Redis lost it again): the rebuild must start over."""
+    return bool(get_redis().set(built_key(), value, xx=only_if_present or None))
 
 
 @dataclass(frozen=True)

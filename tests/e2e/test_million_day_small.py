@@ -1,6 +1,6 @@
 """The million-email day scaled down (issue 8): a 20,000-recipient P2 campaign with P0/P1 streams
 and scheduled P3 messages (two P0 pools), while workers are SIGKILLed every 10 s, the primary ESP refuses
-connections for 15 s and the dedicated Redis restarts (then `rebuild_schedule`).
+connections for 15 s and the dedicated Redis restarts (the scheduler rebuilds its due set).
 
 Everything is real: gunicorn, one Celery pool per priority, the scheduler, PostgreSQL, a Redis
 server of its own, fake SendGrid and Postfix's smtp-sink with ledgers. Counts lost, duplicates

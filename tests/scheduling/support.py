@@ -20,7 +20,7 @@ TABLE = EmailMessage._meta.db_table
 
 
 def clear_schedule_keys() -> None:
-    get_redis().delete(due.due_key(), due.processing_key(), lock_key())
+    get_redis().delete(due.due_key(), due.processing_key(), due.built_key(), lock_key())
 
 
 def clear_send_queues() -> None:

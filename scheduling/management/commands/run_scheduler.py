@@ -1,7 +1,8 @@
 """python manage.py run_scheduler: the scheduler process.
 
-Each tick (default every second): the holder of the dispatcher lock returns expired claims to
-the due set and dispatches every due message (scheduling.services.dispatcher), then every
+Each tick (default every second): the holder of the dispatcher lock rebuilds the due set from
+PostgreSQL if Redis lost it (a step at a time), returns expired claims to the due set and
+dispatches every due message (scheduling.services.dispatcher), then every
 scheduler runs the recovery loop (stale claims back to their queue, lost tasks re-published,
 unanswered hand-offs held as AMBIGUOUS), and campaign fan-outs and send tasks lost on the way to
 or inside the broker are published again (campaigns.services.recovery), from a thread of its own
@@ -29,10 +30,11 @@ from scheduling import extensions
 from scheduling.services import due
 from scheduling.services.dispatcher import due_drain
 from scheduling.services.lock import DispatcherLock
-from scheduling.services.rebuild import overdue_schedule_restore
+from scheduling.services.rebuild import due_set_restore_step, overdue_schedule_restore
 
 logger = logging.getLogger(__name__)
 CAMPAIGN_SWEEP_MAX_SECONDS = 5.0  # the campaign sweep runs at least this often
+RESTORE_STEP_SECONDS = 1.0  # of a tick spent rebuilding a lost due set (~100k rows a second)
 
 
 class Command(BaseCommand):
@@ -86,6 +88,7 @@ class Command(BaseCommand):
     def _dispatch(self, budget: float) -> None:
         if not self._lock.acquire_or_refresh():
             return
+        self._due_set_restore()
         reaped = due.due_reap(now=time.time())
         if reaped:
             logger.warning("returned %d expired claims to the due set", len(reaped))
@@ -97,6 +100,18 @@ class Command(BaseCommand):
                 f"dispatched {report.dispatched} of {report.claimed} claimed "
                 f"(returned {report.returned}, abandoned {report.abandoned})"
             )
+
+    def _due_set_restore(self) -> None:
+        """Redis lost the due set (restart, flush): rebuild it from PostgreSQL, a bounded step per
+        tick so what is already back in it is dispatched in between (before this, it waited for
+        an operator's `rebuild_schedule` or the overdue sweep: up to 90 s late)."""
+        step = due_set_restore_step(budget_seconds=RESTORE_STEP_SECONDS)
+        if step is None:
+            return
+        if step.started:
+            logger.warning("the due set was lost (Redis restarted or flushed): rebuilding it from PostgreSQL")
+        if step.done:
+            logger.warning("due set rebuilt from PostgreSQL (%d added in the last step)", step.added)
 
     def _sweep(self) -> None:
         if time.monotonic() < self._next_sweep:
