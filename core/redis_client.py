@@ -45,6 +45,9 @@ a new family is added here in the same commit (tests/test_docs_truth.py reads ev
     Scheduling
     notifier:schedule:due                               ZSET score = due epoch, member = message id
     notifier:schedule:processing                        ZSET score = lease deadline (claimed)
+    notifier:schedule:built                             string "done" or the last id a rebuild added;
+                                                        missing: Redis lost the due set, the
+                                                        scheduler rebuilds it (decision 96)
     notifier:schedule:lock                              string holder token, TTL: one active
                                                         dispatcher (scheduling/services/due.py, lock.py)
     Campaigns
