@@ -84,12 +84,14 @@ class SegmentApi(APIView):
                 raise serializers.ValidationError("A segment with this name exists.")
             return value
 
-        def validate_definition(self, value: object) -> object:
+        def validate(self, attrs: dict) -> dict:
+            # Here, not in validate_definition: the error's path already starts at `definition`
+            # (`definition.conditions[0].op`), so it is raised at the top of the body.
             try:
-                segment_compile(value)
+                segment_compile(attrs["definition"])
             except SegmentError as exc:
                 raise serializers.ValidationError({exc.path: [exc.message]}) from exc
-            return value
+            return attrs
 
     def post(self, request: Request) -> Response:
         """Create a segment from a filter definition (validated, compiled to SQL)."""

@@ -1,6 +1,7 @@
 """Validation of a campaign definition (the POST /notifications/email body).
 
-Errors name the field, e.g. `{"recipients": {"segment_id": ["No segment '7'."]}}`; inline
+Errors name the field, e.g. `{"recipients": {"segment_id": ["No segment '7'."]}}` (the answer's
+`fields` says `recipients.segment_id`, core/api/errors.py); inline
 contact rows are checked by audience.validation. The template, list and segment must be the
 launching client's own (`context["client_id"]`): another client's is "no such ...", like a
 missing one, and the audience snapshot records whose contacts it reaches (decision 50).

@@ -8,7 +8,7 @@
 
 `timezone` for local_time/optimal: the request's, else the recipient contact's, else
 NOTIFIER_DEFAULT_TIMEZONE, else 400 on `schedule.timezone`. Errors name the field under
-`schedule` so the API answers {"error": {"fields": {"schedule": {"send_at": [...]}}}}.
+`schedule` so the API answers {"error": {"fields": {"schedule.send_at": [...]}}}.
 Recurring schedules belong to campaigns (POST /api/v1/schedules), not to single messages.
 """
 

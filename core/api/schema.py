@@ -54,7 +54,9 @@ class ErrorDetailSerializer(serializers.Serializer):
     code = serializers.ChoiceField(choices=sorted({*_CODES.values(), "error"}))
     message = serializers.CharField()
     fields = serializers.DictField(
-        child=serializers.JSONField(), help_text="Each invalid field with its messages."
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text="Each invalid input by its JSON path (`to`, `schedule.send_at`, "
+                  "`recipients.contacts[1].email`) with its messages; `non_field_errors`: the body.",
     )
 
 
