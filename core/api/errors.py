@@ -111,6 +111,11 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
         fields = _fields(exc.detail)
         names = ", ".join(sorted(fields)) or "request"
         message = f"Invalid input in: {names}."
+    elif isinstance(exc, exceptions.NotAuthenticated) and getattr(exc, "auth_header", None):
+        # DRF's "Authentication credentials were not provided." does not say how to provide
+        # them; the view's WWW-Authenticate scheme does (`Api-Key`), without core knowing it.
+        fields = {}
+        message = f"No credentials: send 'Authorization: {exc.auth_header} <key>'."
     else:
         fields = {}
         message = " ".join(_flatten(getattr(exc, "detail", str(exc)))) or "Not found."

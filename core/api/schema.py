@@ -20,7 +20,7 @@ from core.api.fields import StrictInputMixin
 
 _DESCRIPTIONS = {
     400: "Invalid input; `fields` names each bad field.",
-    401: "Missing, wrong, revoked or expired API key.",
+    401: "Missing, wrong, revoked or expired API key, or a scheme other than `Api-Key <key>`.",
     403: "The API key lacks the scope this endpoint needs.",
     404: "No such object (or it belongs to another client).",
     409: "Idempotency-Key reused with a different request, or the first is still running.",
