@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import exceptions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -18,17 +19,64 @@ from audience.services.contacts import (
     suppression_delete,
 )
 from clients.tenancy import client_is_admin, owned, owned_or_404
+from core.api.schema import error_response
 
 PAGE_SIZE = 100
+
+
+class ContactRowSerializer(serializers.Serializer):
+    """One row of a bulk upload, for the schema: rows are checked by
+    audience.validation.contact_row_clean (a plain function: 10,000 rows in well under a
+    second), which names a bad row's fields in the answer's `errors`."""
+
+    email = serializers.EmailField(max_length=254)
+    name = serializers.CharField(max_length=200, required=False)
+    locale = serializers.CharField(max_length=16, required=False, help_text="e.g. fr-CA")
+    timezone = serializers.CharField(max_length=64, required=False, help_text="IANA, e.g. Europe/Berlin")
+    subscribed = serializers.BooleanField(required=False)
+    attributes = serializers.DictField(required=False, help_text="Merge data and segment attributes.")
+
+
+@extend_schema_field(ContactRowSerializer(many=True))
+class ContactRowsField(serializers.ListField):
+    """The rows stay raw JSON here (each is checked by contact_row_clean, keeping the good ones)."""
+
+
+class RowErrorSerializer(serializers.Serializer):
+    index = serializers.IntegerField()
+    email = serializers.JSONField(help_text="The row's email as sent (null if none).")
+    errors = serializers.DictField(child=serializers.ListField(child=serializers.CharField()))
 
 
 class ContactBulkApi(APIView):
     required_scope = "campaigns"
     throttle_scope = "campaigns"
-    class InputSerializer(serializers.Serializer):
-        contacts = serializers.ListField(child=serializers.JSONField(), allow_empty=False)
-        list = serializers.CharField(max_length=200, required=False)
 
+    class InputSerializer(serializers.Serializer):
+        contacts = ContactRowsField(child=serializers.JSONField(), allow_empty=False,
+                                    help_text=f"At most {MAX_BULK:,} rows; an existing email is updated.")
+        list = serializers.CharField(max_length=200, required=False,
+                                     help_text="A list to add them to (created if new).")
+
+    class OutputSerializer(serializers.Serializer):
+        created = serializers.IntegerField()
+        updated = serializers.IntegerField()
+        errors = RowErrorSerializer(many=True, help_text="Rows refused (the others are kept).")
+        list_id = serializers.IntegerField(allow_null=True)
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={200: OutputSerializer, 413: error_response(
+            413, f"More than {MAX_BULK:,} contacts in one call.",
+            f"10001 contacts: at most {MAX_BULK} per call; split the upload or use "
+            "`manage.py import_contacts`.")},
+        examples=[OpenApiExample("Two contacts into a list", request_only=True, value={
+            "list": "newsletter", "contacts": [
+                {"email": "ada@example.com", "name": "Ada", "timezone": "Europe/London",
+                 "attributes": {"plan": "pro", "code": "123456"}},
+                {"email": "grace@example.com", "name": "Grace", "locale": "fr",
+                 "attributes": {"plan": "free", "code": "654321"}}]})],
+    )
     def post(self, request: Request) -> Response:
         """Upsert up to 10,000 contacts; per-row errors, valid rows kept."""
         rows = request.data.get("contacts") if isinstance(request.data, dict) else None
@@ -52,12 +100,24 @@ class TooLarge(exceptions.APIException):
     default_code = "too_large"
 
 
+class ListOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+
+
 class ListApi(APIView):
     required_scope = "campaigns"
     throttle_scope = "campaigns"
+
     class InputSerializer(serializers.Serializer):
         name = serializers.CharField(max_length=200)
 
+    class ListPageSerializer(serializers.Serializer):
+        results = ListOutputSerializer(many=True, help_text=f"The first {PAGE_SIZE}, oldest first.")
+
+    @extend_schema(request=InputSerializer, responses={201: ListOutputSerializer},
+                   description="A list of this name that exists already is answered as created.",
+                   examples=[OpenApiExample("A list", value={"name": "newsletter"}, request_only=True)])
     def post(self, request: Request) -> Response:
         """Create a contact list (optionally with its members)."""
         serializer = self.InputSerializer(data=request.data)
@@ -66,31 +126,57 @@ class ListApi(APIView):
                                                   name=serializer.validated_data["name"])
         return Response({"id": contact_list.pk, "name": contact_list.name}, status=status.HTTP_201_CREATED)
 
+    @extend_schema(operation_id="lists_list", responses={200: ListPageSerializer})
     def get(self, request: Request) -> Response:
         """Contact lists."""
         lists = owned(ContactList.objects.all(), request.user).order_by("id").values("id", "name")[:PAGE_SIZE]
         return Response({"results": list(lists)})
 
 
+class SegmentOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    definition = serializers.JSONField()
+
+
 class SegmentApi(APIView):
     required_scope = "campaigns"
     throttle_scope = "campaigns"
+
     class InputSerializer(serializers.Serializer):
         name = serializers.CharField(max_length=200)
-        definition = serializers.JSONField()
+        definition = serializers.JSONField(
+            help_text='{"match": "all"|"any", "conditions": [...]}: each condition '
+                      '{"attribute": <key>, "op": equals|in|gt|gte|lt|lte|exists, "value"}, '
+                      '{"field": email|name|timezone|locale, "op": equals|in, "value"}, '
+                      '{"field": "subscribed", "op": "equals", "value": true}, '
+                      '{"field": "created_at", "op": "within_days", "value": 30}, or a nested group '
+                      "(3 levels, 100 conditions)."
+        )
 
         def validate_name(self, value: str) -> str:
             if Segment.objects.filter(client=self.context["client"], name=value).exists():
                 raise serializers.ValidationError("A segment with this name exists.")
             return value
 
-        def validate_definition(self, value: object) -> object:
+        def validate(self, attrs: dict) -> dict:
+            # Here, not in validate_definition: the error's path already starts at `definition`
+            # (`definition.conditions[0].op`), so it is raised at the top of the body.
             try:
-                segment_compile(value)
+                segment_compile(attrs["definition"])
             except SegmentError as exc:
                 raise serializers.ValidationError({exc.path: [exc.message]}) from exc
-            return value
+            return attrs
 
+    class CreatedSerializer(SegmentOutputSerializer):
+        empty = serializers.BooleanField(help_text="No contact matches it now.")
+
+    class SegmentPageSerializer(serializers.Serializer):
+        results = SegmentOutputSerializer(many=True, help_text=f"The first {PAGE_SIZE}, oldest first.")
+
+    @extend_schema(request=InputSerializer, responses={201: CreatedSerializer}, examples=[
+        OpenApiExample("Pro plan contacts", request_only=True, value={"name": "pro", "definition": {
+            "match": "all", "conditions": [{"attribute": "plan", "op": "equals", "value": "pro"}]}})])
     def post(self, request: Request) -> Response:
         """Create a segment from a filter definition (validated, compiled to SQL)."""
         serializer = self.InputSerializer(data=request.data, context={"client": request.user})
@@ -100,6 +186,7 @@ class SegmentApi(APIView):
                 "empty": not contacts_exist(segment_sql(segment.definition, client_id=segment.client_id))}
         return Response(body, status=status.HTTP_201_CREATED)
 
+    @extend_schema(operation_id="segments_list", responses={200: SegmentPageSerializer})
     def get(self, request: Request) -> Response:
         """Segments."""
         segments = owned(Segment.objects.all(), request.user).order_by("id")
@@ -107,18 +194,54 @@ class SegmentApi(APIView):
         return Response({"results": list(segments)})
 
 
+class SuppressionOutputSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Suppression
+        fields = ["email", "reason", "source", "created_at"]
+
+
+class ExistingSuppressionSerializer(serializers.Serializer):
+    """An address suppressed already: this client's suppression, or only the address when
+    another client's mail or request caused it."""
+
+    email = serializers.EmailField()
+    reason = serializers.CharField(allow_blank=True, help_text="Empty: not this client's.")
+    source = serializers.CharField(allow_blank=True)
+    created_at = serializers.DateTimeField(allow_null=True)
+
+
+SUPPRESS_EXAMPLE = {"email": "grace@example.com", "reason": "unsubscribe"}
+
+
 class SuppressionApi(APIView):
     required_scope = "campaigns"
     throttle_scope = "campaigns"
+
     class InputSerializer(serializers.Serializer):
         email = serializers.EmailField(max_length=254)
         reason = serializers.ChoiceField(choices=Suppression.Reason.values, default="manual")
 
-    class OutputSerializer(serializers.ModelSerializer):
-        class Meta:
-            model = Suppression
-            fields = ["email", "reason", "source", "created_at"]
+    OutputSerializer = SuppressionOutputSerializer
 
+    class QuerySerializer(serializers.Serializer):
+        email = serializers.CharField(required=False, max_length=254, help_text="Exactly this address.")
+        after = serializers.CharField(required=False, max_length=254,
+                                      help_text="The last email of the previous page (`next_after`).")
+
+    class PageSerializer(serializers.Serializer):
+        results = SuppressionOutputSerializer(many=True, help_text=f"{PAGE_SIZE} per page, by email.")
+        next_after = serializers.CharField(allow_null=True, help_text="null on the last page.")
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={201: SuppressionOutputSerializer,
+                   200: OpenApiResponse(ExistingSuppressionSerializer,
+                                        description="Suppressed already (by another client: the address "
+                                                    "only, the other fields empty).")},
+        examples=[OpenApiExample("Suppress an address (201)", value=SUPPRESS_EXAMPLE, request_only=True),
+                  OpenApiExample("The same again (200: suppressed already)", value=SUPPRESS_EXAMPLE,
+                                 request_only=True)],
+    )
     def post(self, request: Request) -> Response:
         """Suppress an address: it is never mailed again until removed."""
         serializer = self.InputSerializer(data=request.data)
@@ -131,14 +254,19 @@ class SuppressionApi(APIView):
                             status=code)
         return Response(self.OutputSerializer(suppression).data, status=code)
 
+    @extend_schema(operation_id="suppressions_list", parameters=[QuerySerializer],
+                   responses={200: PageSerializer})
     def get(self, request: Request) -> Response:
         """The suppressions this client caused (all, with the admin scope), keyset pages by
         email: ?after=<last email of the previous page>&email=<exact>."""
+        query = self.QuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        params = query.validated_data
         queryset = owned(Suppression.objects.order_by("email"), request.user)
-        if request.query_params.get("email"):
-            queryset = queryset.filter(email=request.query_params["email"].strip().lower())
-        if request.query_params.get("after"):
-            queryset = queryset.filter(email__gt=request.query_params["after"])
+        if params.get("email"):
+            queryset = queryset.filter(email=params["email"].strip().lower())
+        if params.get("after"):
+            queryset = queryset.filter(email__gt=params["after"])
         page = list(queryset[:PAGE_SIZE])
         next_after = page[-1].email if len(page) == PAGE_SIZE else None
         return Response({"results": self.OutputSerializer(page, many=True).data, "next_after": next_after})
@@ -147,14 +275,17 @@ class SuppressionApi(APIView):
 class SuppressionDetailApi(APIView):
     required_scope = "campaigns"
     throttle_scope = "campaigns"
+
+    @extend_schema(responses={204: None})
     def delete(self, request: Request, email: str) -> Response:
         """Remove a suppression this client caused (any, with the admin scope)."""
         if not suppression_delete(email=email, client=request.user):
             raise exceptions.NotFound(f"{email} is not suppressed.")
         return Response(status=status.HTTP_204_NO_CONTENT)
 
+    @extend_schema(responses={200: SuppressionOutputSerializer})
     def get(self, request: Request, email: str) -> Response:
         """One suppression this client caused (any, with the admin scope)."""
         suppression = owned_or_404(Suppression.objects.all(), request.user,
                                    message=f"{email} is not suppressed.", email=email.strip().lower())
-        return Response(SuppressionApi.OutputSerializer(suppression).data)
+        return Response(SuppressionOutputSerializer(suppression).data)

@@ -2,7 +2,8 @@
 
 Contact rows are checked with plain functions, not one DRF serializer per row: 10,000 rows
 must validate in well under a second. Errors name the row and field, e.g.
-`{"recipients": {"contacts": {"12": {"email": ["Enter a valid email address."]}}}}`.
+`{"recipients": {"contacts": {12: {"email": ["Enter a valid email address."]}}}}`, which the API
+answers as `recipients.contacts[12].email` (core/api/errors.py).
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def inline_contacts_clean(contacts: Any) -> list[dict]:
     for index, row in enumerate(contacts):
         clean, row_errors = contact_row_clean(row, allow=allow)
         if row_errors:
-            errors[str(index)] = row_errors
+            errors[index] = row_errors  # `contacts[1].email` in the answer
         else:
             cleaned[clean["email"]] = clean
     if errors:

@@ -1,4 +1,4 @@
-"""DRF authentication by `Authorization: Api-Key <key>`.
+"""DRF authentication by `Authorization: Api-Key <key>` (any other scheme is a 401 saying so).
 
 The key is looked up by its public prefix and checked against the stored SHA-512 hash with a
 constant-time compare (djangorestframework-api-key); revoked and expired keys are refused (401).
@@ -22,10 +22,18 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
     """The client becomes `request.user`, so views read the caller from one place."""
 
     def authenticate(self, request: Request) -> tuple[ApiClient, ApiClient] | None:
-        header = request.META.get("HTTP_AUTHORIZATION", "")
+        header = request.META.get("HTTP_AUTHORIZATION", "").strip()
+        if not header:
+            return None  # DRF answers 401 "not provided" (core/api/errors.py names the scheme)
         scheme, _, key = header.partition(" ")
-        if scheme != KEYWORD:
-            return None
+        # Auth schemes are case-insensitive (RFC 9110 11.1). Another one (`Bearer <key>`, a bare
+        # key) is the caller's likely mistake: say which scheme we expect instead of answering
+        # "not provided" to a request that plainly carries credentials. The header itself is
+        # never echoed: a bare key would be its "scheme".
+        if scheme.lower() != KEYWORD.lower():
+            raise exceptions.AuthenticationFailed(
+                f"Unsupported authorization scheme: use 'Authorization: {KEYWORD} <key>'."
+            )
         key = key.strip()
         try:
             client = client_for_key(key)

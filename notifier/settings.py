@@ -298,7 +298,13 @@ SPECTACULAR_SETTINGS = {
         "fontFamily": "system-ui, sans-serif", "headings": {"fontFamily": "system-ui, sans-serif"},
     }}},
     "SCHEMA_PATH_PREFIX": r"/api/v1",
-    "ENUM_NAME_OVERRIDES": {"ErrorCodeEnum": "core.api.schema.ERROR_CODES"},
+    "ENUM_NAME_OVERRIDES": {
+        "ErrorCodeEnum": "core.api.schema.ERROR_CODES",
+        # Three models have a `status`: each its own enum, named after it.
+        "MessageStatusEnum": "delivery.models.EmailMessage.Status",
+        "CampaignStatusEnum": "campaigns.models.Campaign.Status",
+        "ScheduleStatusEnum": "scheduling.models.Schedule.Status",
+    },
     "PATH_CONVERTER_OVERRIDES": {"id": {"type": "integer", "minimum": 0, "maximum": 10**18 - 1}},
 }  # keys travel as "Authorization: Api-Key <key>"
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("NOTIFIER_MAX_BODY_BYTES", default=10 * 1024 * 1024)

@@ -3,7 +3,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 import core.url_converters  # noqa: F401 - registers the <id:...> converter
-from core.api.docs import LocalRedocView
+from core.api.docs import LocalRedocView, redoc_bundle_view
 from core.front_page import front_page, tour_page
 from core.health import healthz
 from delivery.provider_api import ProviderListApi
@@ -23,6 +23,7 @@ api_docs = [
     path("api/v1/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/v1/redoc/", LocalRedocView.as_view(url_name="schema"), name="api-redoc"),
+    path("api/v1/redoc/redoc.standalone.js", redoc_bundle_view, name="api-redoc-bundle"),
 ]
 
 urlpatterns = [

@@ -8,7 +8,7 @@
 
 `timezone` for local_time/optimal: the request's, else the recipient contact's, else
 NOTIFIER_DEFAULT_TIMEZONE, else 400 on `schedule.timezone`. Errors name the field under
-`schedule` so the API answers {"error": {"fields": {"schedule": {"send_at": [...]}}}}.
+`schedule` so the API answers {"error": {"fields": {"schedule.send_at": [...]}}}.
 Recurring schedules belong to campaigns (POST /api/v1/schedules), not to single messages.
 """
 
@@ -45,13 +45,20 @@ def parse_aware_datetime(value: str, field: str) -> datetime:
 
 
 class ScheduleInputSerializer(serializers.Serializer):
-    type = serializers.ChoiceField(choices=MESSAGE_TYPES, default="immediate")
-    send_at = serializers.CharField(required=False, max_length=64)
+    type = serializers.ChoiceField(
+        choices=MESSAGE_TYPES, default="immediate",
+        help_text="scheduled needs send_at, delayed delay_seconds, local_time local_time.")
+    send_at = serializers.CharField(required=False, max_length=64,
+                                    help_text="ISO 8601 with an offset, in the future (scheduled).")
     delay_seconds = serializers.IntegerField(required=False, min_value=1, max_value=MAX_DELAY_SECONDS)
-    cancel_key = serializers.CharField(required=False, max_length=200)
-    local_time = serializers.CharField(required=False, max_length=16)
-    date = serializers.DateField(required=False)
-    timezone = serializers.CharField(required=False, max_length=64)
+    cancel_key = serializers.CharField(required=False, max_length=200,
+                                       help_text="Cancel with POST /api/v1/schedules/cancel.")
+    local_time = serializers.CharField(required=False, max_length=16,
+                                       help_text="HH:MM in the recipient's zone (local_time).")
+    date = serializers.DateField(required=False, help_text="The day (local_time); default the next.")
+    timezone = serializers.CharField(
+        required=False, max_length=64,
+        help_text="IANA zone (local_time, optimal); default the contact's, then the platform's.")
 
     def validate(self, attrs: dict) -> dict:
         missing = {name: ["This field is required for this type."]

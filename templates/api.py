@@ -30,10 +30,14 @@ from templates.services import template_create, template_deactivate, template_up
 
 LOCALE = re.compile(r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8}){0,2}$")
 MAX_BODY = 512 * 1024
-EXAMPLE = {"name": "welcome", "subject": "Welcome, {{ name }}",
+# Swagger's examples work on `make run` as it starts: its demo client already has `welcome`.
+EXAMPLE = {"name": "password-reset", "subject": "Reset your password, {{ name }}",
            "html_body": "<h1>Hello {{ name }}</h1><p>Your code is <b>{{ code }}</b>.</p>",
-           "variants": {"fr": {"subject": "Bienvenue, {{ name }}",
+           "variants": {"fr": {"subject": "Nouveau mot de passe, {{ name }}",
                                "html_body": "<h1>Bonjour {{ name }}</h1><p>Code : {{ code }}</p>"}}}
+NEW_VERSION = {"subject": "Your reset code, {{ name }}",
+               "html_body": "<p>Hello {{ name }}, your code is <b>{{ code }}</b>.</p>",
+               "text_body": "Hello {{ name }}, your code is {{ code }}."}
 
 
 class ContentSerializer(StrictInputMixin, serializers.Serializer):
@@ -146,7 +150,8 @@ class TemplateDetailApi(generics.GenericAPIView):
         return Response(TemplateOutputSerializer(version).data)
 
     @extend_schema(summary="Add a version (versions are immutable)", request=VersionInputSerializer,
-                   responses={200: TemplateOutputSerializer})
+                   responses={200: TemplateOutputSerializer},
+                   examples=[OpenApiExample("New content", value=NEW_VERSION, request_only=True)])
     def put(self, request: Request, template_id: int) -> Response:
         template = template_get_active(client=request.user, template_id=template_id)
         serializer = VersionInputSerializer(data=request.data)

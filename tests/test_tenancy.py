@@ -36,6 +36,7 @@ NOT_TENANT_DATA = {
     "api/v1/schema/": "the API description",
     "api/v1/docs/": "the API description",
     "api/v1/redoc/": "the API description",
+    "api/v1/redoc/redoc.standalone.js": "the API description's script",
     "api/v1/providers": "platform: the configured ESPs",
     "api/v1/stats/overview": "platform: throughput, queues, workers, providers",
     "u/<str:token>/": "the signed unsubscribe link is the credential, no API key",

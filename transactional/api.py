@@ -62,12 +62,19 @@ class MessageCreateApi(APIView):
                     "either one reused with a different request is a 409.",
         request=InputSerializer,
         responses={202: OutputSerializer},
+        # The tour's requests (README): `welcome` is the template `make run` gives its demo client.
         examples=[
-            OpenApiExample("OTP", request_only=True, value={
-                "to": "ada@example.com", "template": "otp", "priority": "critical",
+            OpenApiExample("Send now", request_only=True, value={
+                "to": "you@example.com", "template": "welcome", "priority": "critical",
                 "context": {"name": "Ada", "code": "123456"}}),
+            OpenApiExample("In 30 seconds, cancellable", request_only=True, value={
+                "to": "you@example.com", "template": "welcome", "context": {"name": "Ada", "code": "123456"},
+                "schedule": {"type": "delayed", "delay_seconds": 30, "cancel_key": "cart-1"}}),
             OpenApiExample("Queued", response_only=True, status_codes=["202"],
-                           value={"id": 42, "status": "QUEUED"}),
+                           value={"id": 1, "status": "QUEUED"}),
+            OpenApiExample("Scheduled", response_only=True, status_codes=["202"],
+                           value={"id": 2, "status": "SCHEDULED",
+                                  "scheduled_for": "2026-12-01T09:00:30+00:00"}),
         ],
     )
     @idempotent

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import exceptions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -14,8 +15,10 @@ from campaigns.models import Campaign
 from campaigns.selectors import campaign_counters
 from campaigns.services import lifecycle
 from campaigns.services.launch import campaign_launch_detailed
+from campaigns.validation import CampaignDefinitionSerializer
 from clients.send_guards import MaySend
 from clients.tenancy import owned, owned_or_404
+from core.api.schema import error_response
 from core.priorities import Priority
 from transactional.services import message_create
 
@@ -43,6 +46,64 @@ class CampaignOutputSerializer(serializers.ModelSerializer):
         return Priority(campaign.priority).label
 
 
+class CampaignCountersSerializer(serializers.Serializer):
+    total = serializers.IntegerField(help_text="The whole audience.")
+    done = serializers.IntegerField(help_text="Messages in a final state.")
+    scheduled = serializers.IntegerField()
+    queued = serializers.IntegerField()
+    sending = serializers.IntegerField()
+    sent = serializers.IntegerField()
+    delivered = serializers.IntegerField()
+    opened = serializers.IntegerField()
+    clicked = serializers.IntegerField()
+    bounced = serializers.IntegerField()
+    complained = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    ambiguous = serializers.IntegerField()
+    suppressed = serializers.IntegerField(help_text="Including contacts left out at fan-out.")
+    cancelled = serializers.IntegerField()
+
+
+class CampaignDetailSerializer(CampaignOutputSerializer):
+    counters = CampaignCountersSerializer()
+
+    class Meta(CampaignOutputSerializer.Meta):
+        fields = [*CampaignOutputSerializer.Meta.fields, "counters"]
+
+
+class CampaignStatusSerializer(serializers.Serializer):
+    campaign_id = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=Campaign.Status.choices)
+
+
+class RecurringCreatedSerializer(serializers.Serializer):
+    campaign_id = serializers.IntegerField(allow_null=True, help_text="null: each run makes one.")
+    schedule_id = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=["SCHEDULED"])
+    type = serializers.CharField()
+    cron = serializers.CharField()
+    timezone = serializers.CharField()
+    next_run = serializers.DateTimeField(allow_null=True)
+
+
+# Each works on `make run` as it starts: the demo client's `welcome` template, inline recipients.
+_INLINE = {"type": "inline", "contacts": [
+    {"email": "ada@example.com", "name": "Ada", "data": {"code": "123456"}},
+    {"email": "grace@example.com", "name": "Grace", "timezone": "Europe/Paris", "data": {"code": "654321"}}]}
+SEND_EXAMPLES = [
+    OpenApiExample("Send now (202)", request_only=True,
+                   value={"name": "Welcome wave", "template_id": "welcome", "recipients": _INLINE}),
+    OpenApiExample("Every Friday at 17:00 (201, a schedule)", request_only=True, value={
+        "name": "Friday news", "template_id": "welcome", "recipients": _INLINE,
+        "schedule": {"type": "recurring", "cron": "0 17 * * 5", "timezone": "Europe/Berlin"}}),
+    OpenApiExample("Queued", response_only=True, status_codes=["202"],
+                   value={"campaign_id": 1, "status": "QUEUED"}),
+]
+TOO_MANY_INLINE = error_response(413, "More than 10,000 inline recipients.",
+                                 "10001 inline recipients: at most 10000 per request. Upload them with "
+                                 "POST /api/v1/contacts/bulk (with a list) and send to the list.")
+
+
 def _own_campaign(request: Request, campaign_id: int) -> Campaign:
     return owned_or_404(Campaign.objects.select_related("template_version"), request.user,
                         message="No such campaign.", pk=campaign_id)
@@ -54,6 +115,16 @@ class CampaignSendApi(APIView):
     throttle_scope = "campaigns"
     permission_classes = [*api_settings.DEFAULT_PERMISSION_CLASSES, MaySend]
 
+    @extend_schema(
+        summary="Send a template to a segment, list or inline audience",
+        description="Answers at once: the fan-out runs as a task (`GET /api/v1/campaigns/{id}` "
+                    "follows it). A `recurring` schedule creates a schedule instead (201).",
+        request=CampaignDefinitionSerializer,
+        responses={202: CampaignStatusSerializer,
+                   201: OpenApiResponse(RecurringCreatedSerializer, description="A recurring schedule."),
+                   413: TOO_MANY_INLINE},
+        examples=SEND_EXAMPLES,
+    )
     def post(self, request: Request) -> Response:
         if not isinstance(request.data, dict):
             raise serializers.ValidationError({"non_field_errors": ["Expected a JSON object."]})
@@ -75,14 +146,28 @@ class CampaignSendApi(APIView):
 class CampaignListApi(APIView):
     required_scope = "campaigns"
     throttle_scope = "campaigns"
+
+    class QuerySerializer(serializers.Serializer):
+        status = serializers.CharField(required=False, max_length=20, help_text="e.g. SENDING")
+        before = serializers.IntegerField(required=False, min_value=1, max_value=2**63 - 1,
+                                          help_text="`next_before` of the previous page.")
+
+    class PageSerializer(serializers.Serializer):
+        results = CampaignOutputSerializer(many=True, help_text=f"{PAGE_SIZE} per page, newest first.")
+        next_before = serializers.IntegerField(allow_null=True, help_text="null on the last page.")
+
+    @extend_schema(operation_id="campaigns_list", parameters=[QuerySerializer],
+                   responses={200: PageSerializer})
     def get(self, request: Request) -> Response:
         """Newest first, keyset pages: ?before=<smallest id of the previous page>&status=..."""
+        query = self.QuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        params = query.validated_data
         queryset = owned(Campaign.objects.select_related("template_version"), request.user)
-        if request.query_params.get("status"):
-            queryset = queryset.filter(status=request.query_params["status"].upper())
-        before = request.query_params.get("before")
-        if before and before.isdigit():
-            queryset = queryset.filter(pk__lt=int(before))
+        if params.get("status"):
+            queryset = queryset.filter(status=params["status"].upper())
+        if params.get("before"):
+            queryset = queryset.filter(pk__lt=params["before"])
         page = list(queryset.order_by("-id")[:PAGE_SIZE])
         next_before = page[-1].pk if len(page) == PAGE_SIZE else None
         return Response({"results": CampaignOutputSerializer(page, many=True).data,
@@ -92,6 +177,8 @@ class CampaignListApi(APIView):
 class CampaignDetailApi(APIView):
     required_scope = "campaigns"
     throttle_scope = "campaigns"
+
+    @extend_schema(responses={200: CampaignDetailSerializer})
     def get(self, request: Request, campaign_id: int) -> Response:
         """A campaign with its live counters."""
         campaign = _own_campaign(request, campaign_id)
@@ -110,6 +197,9 @@ class CampaignActionApi(APIView):
         "cancel": lifecycle.campaign_cancel,
     }
 
+    @extend_schema(request=None, responses={200: CampaignStatusSerializer, 409: error_response(
+        409, "The campaign's status does not allow this now.",
+        "Cannot resume a campaign that is COMPLETED.")})
     def post(self, request: Request, campaign_id: int) -> Response:
         """Pause, resume or cancel a campaign (409 if the change is illegal now)."""
         _own_campaign(request, campaign_id)
@@ -123,12 +213,20 @@ class CampaignActionApi(APIView):
 class CampaignTestApi(APIView):
     required_scope = "campaigns"
     throttle_scope = "campaigns"
+
     class InputSerializer(serializers.Serializer):
         emails = serializers.ListField(
             child=serializers.EmailField(max_length=254), min_length=1, max_length=MAX_TEST_ADDRESSES
         )
-        data = serializers.DictField(required=False, default=dict)
+        data = serializers.DictField(required=False, default=dict,
+                                     help_text="Merge data for the template (beside email and name).")
 
+    class OutputSerializer(serializers.Serializer):
+        message_ids = serializers.ListField(child=serializers.IntegerField())
+
+    @extend_schema(request=InputSerializer, responses={202: OutputSerializer}, examples=[
+        OpenApiExample("Try it on yourself", request_only=True,
+                       value={"emails": ["you@example.com"], "data": {"name": "Ada", "code": "123456"}})])
     def post(self, request: Request, campaign_id: int) -> Response:
         """Send the campaign's template to the given addresses only (not counted in the campaign)."""
         campaign = _own_campaign(request, campaign_id)

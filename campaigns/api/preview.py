@@ -7,6 +7,7 @@ audience.selectors.contact_merge_data_sql).
 
 from __future__ import annotations
 
+from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -26,13 +27,31 @@ def contact_context(contact: Contact) -> dict:
 class TemplatePreviewApi(APIView):
     required_scope = "campaigns"
     throttle_scope = "campaigns"
+
+    class QuerySerializer(serializers.Serializer):
+        contact = serializers.CharField(
+            max_length=254, help_text="A contact's email or id.",
+            error_messages=dict.fromkeys(("required", "blank"), "Give a contact email or id."),
+        )
+
+    class OutputSerializer(serializers.Serializer):
+        template_id = serializers.IntegerField()
+        version = serializers.IntegerField()
+        contact = serializers.EmailField()
+        subject = serializers.CharField()
+        text = serializers.CharField()
+        html = serializers.CharField()
+
+    @extend_schema(parameters=[QuerySerializer], responses={200: OutputSerializer}, examples=[
+        OpenApiExample("Ada", value="ada@example.com", parameter_only=("contact", "query"),
+                       description="A contact of POST /api/v1/contacts/bulk's example.")])
     def get(self, request: Request, template_id: int) -> Response:
         """Render a template for one contact (subject, text, HTML)."""
+        query = self.QuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
         template = template_get_active(client=request.user, template_id=template_id)
         version = template_version_get(template=template)
-        reference = request.query_params.get("contact", "").strip()
-        if not reference:
-            raise serializers.ValidationError({"contact": ["Give a contact email or id."]})
+        reference = query.validated_data["contact"].strip()
         lookup = {"pk": int(reference)} if reference.isdigit() else {"email": reference.lower()}
         # The template's owner's contact: an admin previews a client's template for its contacts.
         contact = owned_or_404(Contact.objects.filter(client_id=template.client_id), request.user,

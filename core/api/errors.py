@@ -1,7 +1,8 @@
 """One JSON error shape for every API error: {"error": {"code", "message", "fields"}}.
 
-`fields` maps each offending input field to its messages, so a caller can tell exactly what to
-fix. Non-field errors from serializers appear under "non_field_errors".
+`fields` maps each offending input field, named by its JSON path (`to`, `schedule.send_at`,
+`recipients.contacts[1].email`), to its messages, so a caller can tell exactly what to fix: one
+flat mapping whatever the nesting. Errors about the whole body appear under "non_field_errors".
 
 A dependency outage (PostgreSQL or Redis unreachable) is a 503 with `Retry-After`, never a 500:
 the request was fine, the service is degraded. Errors raised outside DRF (URL not found, body
@@ -17,6 +18,7 @@ import redis
 from django.db import DatabaseError, InterfaceError, OperationalError
 from rest_framework import exceptions, status
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import exception_handler as drf_exception_handler
 
 _CODES = {
@@ -41,11 +43,33 @@ def _flatten(detail: Any) -> list[str]:
     return [str(detail)]
 
 
-def _fields(detail: Any) -> dict[str, Any]:
-    if not isinstance(detail, dict):
-        return {}
-    return {key: _flatten(value) if not isinstance(value, dict) else _fields(value)
-            for key, value in detail.items()}
+def _child_path(path: str, key: str | int) -> str:
+    """`schedule.send_at`, `recipients.contacts[1].email`: the JSON path the caller sent."""
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else str(key)
+
+
+def _fields(detail: Any, path: str = "") -> dict[str, list[str]]:
+    """Every error of a (nested) DRF detail under the JSON path of its field: one flat mapping,
+    so a caller looks a field up by the path it sent (decision 9X). A nested serializer's
+    `non_field_errors` belong to the object itself (`schedule`), not to a field named so."""
+    if isinstance(detail, dict):
+        fields: dict[str, list[str]] = {}
+        for key, value in detail.items():
+            child = path if path and key == api_settings.NON_FIELD_ERRORS_KEY else _child_path(path, key)
+            for name, messages in _fields(value, child).items():
+                fields.setdefault(name, []).extend(messages)
+        return fields
+    if isinstance(detail, list) and any(isinstance(item, dict | list) for item in detail):
+        # A list serializer's errors: one entry per item, empty for the valid ones.
+        fields = {}
+        for index, item in enumerate(detail):
+            for name, messages in _fields(item, _child_path(path, index)).items():
+                fields.setdefault(name, []).extend(messages)
+        return fields
+    messages = _flatten(detail)
+    return {path or api_settings.NON_FIELD_ERRORS_KEY: messages} if messages else {}
 
 
 def error_body(code: str, message: str, fields: dict[str, Any] | None = None) -> dict:
@@ -87,6 +111,11 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
         fields = _fields(exc.detail)
         names = ", ".join(sorted(fields)) or "request"
         message = f"Invalid input in: {names}."
+    elif isinstance(exc, exceptions.NotAuthenticated) and getattr(exc, "auth_header", None):
+        # DRF's "Authentication credentials were not provided." does not say how to provide
+        # them; the view's WWW-Authenticate scheme does (`Api-Key`), without core knowing it.
+        fields = {}
+        message = f"No credentials: send 'Authorization: {exc.auth_header} <key>'."
     else:
         fields = {}
         message = " ".join(_flatten(getattr(exc, "detail", str(exc)))) or "Not found."

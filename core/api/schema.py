@@ -3,8 +3,11 @@
 `NotifierAutoSchema` is the project's DEFAULT_SCHEMA_CLASS, so every endpoint (any engineer's)
 documents the error responses it can give without a line of its own:
   400 when it takes a body or parameters, 401/403 when it needs a key, 404 with a path id,
-  409 + the `Idempotency-Key` header on idempotent POSTs, 413/415 with a body, 429, 503.
-Views still describe their success bodies with @extend_schema (request/responses/examples).
+  409 + the `Idempotency-Key` header on idempotent POSTs, 413 on a POST/PUT, 415 when it reads
+  a body, 429, 503.
+Views still describe their bodies with @extend_schema (request/responses/examples), and an error
+only they give with `error_response` (a 409 for a change the object's state forbids).
+tests/openapi/test_schema_walk.py holds every operation to it.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from core.api.fields import StrictInputMixin
 
 _DESCRIPTIONS = {
     400: "Invalid input; `fields` names each bad field.",
-    401: "Missing, wrong, revoked or expired API key.",
+    401: "Missing, wrong, revoked or expired API key, or a scheme other than `Api-Key <key>`.",
     403: "The API key lacks the scope this endpoint needs.",
     404: "No such object (or it belongs to another client).",
     409: "Idempotency-Key reused with a different request, or the first is still running.",
@@ -54,12 +57,21 @@ class ErrorDetailSerializer(serializers.Serializer):
     code = serializers.ChoiceField(choices=sorted({*_CODES.values(), "error"}))
     message = serializers.CharField()
     fields = serializers.DictField(
-        child=serializers.JSONField(), help_text="Each invalid field with its messages."
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text="Each invalid input by its JSON path (`to`, `schedule.send_at`, "
+                  "`recipients.contacts[1].email`) with its messages; `non_field_errors`: the body.",
     )
 
 
 class ErrorSerializer(serializers.Serializer):
     error = ErrorDetailSerializer()
+
+
+def error_response(status: int, description: str, message: str) -> OpenApiResponse:
+    """An error answer one view adds to the shared ones of NotifierAutoSchema (a 409 for a change its
+    object's state forbids): the same shape and example style, declared in one line."""
+    return OpenApiResponse(ErrorSerializer, description=description,
+                           examples=[error_example(status, message)])
 
 
 IDEMPOTENCY_HEADER = OpenApiParameter(
@@ -122,7 +134,9 @@ class NotifierAutoSchema(AutoSchema):
         if "{" in self.path:
             statuses.append(404)
         if _has_body(self):
-            statuses += [413, 415]
+            statuses.append(413)  # core.api.middleware refuses any oversize body, read or not
+            if self.get_request_serializer() is not None:
+                statuses.append(415)  # only a body that is parsed can have the wrong type
         if _is_idempotent(self):
             statuses.append(409)
         return sorted(statuses)
@@ -140,6 +154,12 @@ class NotifierAutoSchema(AutoSchema):
 
     def _get_response_headers_for_code(self, status_code: str, direction: str = "response") -> dict:
         headers = super()._get_response_headers_for_code(status_code, direction)
+        if status_code.startswith("2") and _is_idempotent(self):
+            headers["Idempotent-Replayed"] = {
+                "schema": {"type": "string", "enum": ["true"]},
+                "description": "Present when this is the stored answer to an earlier request "
+                               "with the same Idempotency-Key: nothing was done again.",
+            }
         if status_code in ("429", "503"):
             headers["Retry-After"] = {"schema": {"type": "integer"},
                                       "description": "Seconds to wait before retrying."}

@@ -54,7 +54,7 @@ def test_segment_create_validates_definition(api):
     bad = {"name": "s", "definition": {"conditions": [{"attribute": "plan", "op": "nope", "value": 1}]}}
     response = api.post("/api/v1/segments", bad, format="json")
     assert response.status_code == 400
-    assert "definition.conditions[0].op" in response.json()["error"]["fields"]["definition"]
+    assert set(response.json()["error"]["fields"]) == {"definition.conditions[0].op"}
     assert not Segment.objects.exists()
     condition = {"attribute": "plan", "op": "equals", "value": "pro"}
     good = {"name": "pro", "definition": {"conditions": [condition]}}

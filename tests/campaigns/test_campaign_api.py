@@ -62,7 +62,7 @@ def test_segment_campaign_is_accepted_and_fanout_is_published_after_commit(
 def test_bad_audiences_are_400_naming_the_field(api, template, recipients, field):
     response = _send(api, {"template_id": template.template_id, "recipients": recipients})
     assert response.status_code == 400, response.content
-    assert field in response.json()["error"]["fields"]["recipients"]
+    assert f"recipients.{field}" in response.json()["error"]["fields"]
     assert _nothing_written()
 
 
@@ -84,8 +84,8 @@ def test_inline_rows_invalid_or_oversize(api, template):
     response = _send(api, {"template_id": template.template_id,
                            "recipients": {"type": "inline", "contacts": contacts}})
     assert response.status_code == 400
-    rows = response.json()["error"]["fields"]["recipients"]["contacts"]
-    assert set(rows) == {"1", "2"} and "email" in rows["1"] and "timezone" in rows["2"]
+    fields = response.json()["error"]["fields"]
+    assert set(fields) == {"recipients.contacts[1].email", "recipients.contacts[2].timezone"}, fields
     oversize = [{"email": f"u{i}@x.io"} for i in range(10_001)]
     response = _send(api, {"template_id": template.template_id,
                            "recipients": {"type": "inline", "contacts": oversize}})

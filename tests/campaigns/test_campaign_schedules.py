@@ -195,7 +195,7 @@ def test_bad_schedules_are_400_naming_the_field_and_write_nothing(api, template,
     response = _post(api, template, segment, schedule)
     assert response.status_code == 400, response.json()
     error = response.json()["error"]
-    assert field in error["fields"]["schedule"], error
+    assert f"schedule.{field}" in error["fields"], error
     assert not Campaign.objects.exists() and not EmailMessage.objects.exists()
     assert not Schedule.objects.exists()
     assert not PeriodicTask.objects.filter(task="scheduling.run_recurring").exists()

@@ -75,6 +75,30 @@ def test_wrong_secret_is_a_401_in_the_error_shape(mangle):
     assert response["WWW-Authenticate"] == "Api-Key"
 
 
+@pytest.mark.parametrize("header", ["Bearer {key}", "Token {key}", "{key}", "Basic YTpi"])
+def test_another_scheme_with_a_valid_key_is_a_401_naming_the_expected_one(header):
+    _, key = api_client_create(name="svc")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=header.format(key=key))
+    response = client.get("/api/v1/messages/999")
+    assert response.status_code == 401
+    error = response.json()["error"]
+    assert error["code"] == "unauthenticated"
+    assert error["message"] == "Unsupported authorization scheme: use 'Authorization: Api-Key <key>'."
+    assert key not in response.content.decode()  # a bare key is never echoed back
+    assert response["WWW-Authenticate"] == "Api-Key"
+
+
+def test_no_credentials_is_a_401_naming_the_scheme_and_the_scheme_is_case_insensitive():
+    response = APIClient().get("/api/v1/messages/999")
+    assert response.status_code == 401
+    assert response.json()["error"]["message"] == "No credentials: send 'Authorization: Api-Key <key>'."
+    _, key = api_client_create(name="svc")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"api-key {key}")  # RFC 9110: schemes ignore case
+    assert client.get("/api/v1/messages/999").status_code == 404
+
+
 def test_revoked_and_expired_keys_are_refused():
     client, key = api_client_create(name="svc")
     assert _client_for(key).get("/api/v1/messages/999").status_code == 404

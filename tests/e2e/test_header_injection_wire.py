@@ -69,8 +69,11 @@ def _post(live_server, key: str, path: str, body: object) -> requests.Response:
 def _assert_400_naming(response: requests.Response, field: str, *inner: str) -> None:
     assert response.status_code == 400, (response.status_code, response.text)
     error = response.json()["error"]
-    assert field in error["fields"], error
-    assert all(name in json.dumps(error["fields"][field]) for name in inner), error
+    # A nested field is named by its path (`variants.fr.subject`, `recipients.contacts[0].name`).
+    named = {path: messages for path, messages in error["fields"].items()
+             if path == field or path.startswith((f"{field}.", f"{field}["))}
+    assert named, error
+    assert all(name in json.dumps(named) for name in inner), error
 
 
 def _refused_at_the_api(live_server, key: str) -> None:

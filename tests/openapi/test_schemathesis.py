@@ -34,7 +34,9 @@ from templates.services import template_create
 MAX_EXAMPLES = 40
 _NUL = st.builds(lambda a, b: f"{a}\x00{b}", st.text(max_size=5), st.text(max_size=5))
 _OVERLONG = st.integers(min_value=1_000, max_value=100_000).map(lambda n: "x" * n)
-_QUERY_POISON = st.one_of(_NUL, _OVERLONG)
+# A query string stays under the request-line limit of every HTTP server (the live test server's
+# is 64 KiB, answered 414 before Django sees it): long enough to pass any field's max_length.
+_QUERY_POISON = st.one_of(_NUL, st.integers(min_value=1_000, max_value=8_000).map(lambda n: "x" * n))
 # The live test server stat()s every path as a media file first (pytest-django's handler; not
 # production's), and a name over 255 bytes raises there: path segments stay under that.
 _PATH_POISON = st.one_of(_NUL, st.integers(min_value=100, max_value=250).map(lambda n: "x" * n))

@@ -113,7 +113,7 @@ def test_bad_schedules_are_400_naming_the_field_and_write_nothing(send, settings
     response = send(schedule)
     assert response.status_code == 400, response.json()
     error = response.json()["error"]
-    assert error["code"] == "invalid" and field in error["fields"]["schedule"], error
+    assert error["code"] == "invalid" and f"schedule.{field}" in error["fields"], error
     assert EmailMessage.objects.count() == 0 and get_redis().zcard(due.due_key()) == 0
 
 
@@ -128,9 +128,9 @@ RECURRING = {"name": "friday flash sale", "type": "recurring", "cron": "0 17 * *
     ({"cron": "0 25 * * *"}, "cron"), ({"cron": "every friday"}, "cron"),
     ({"timezone": "Europe/Atlantis"}, "timezone"), ({"definition": "x"}, "definition"),
     ({"cron": "0 9 31 2 *"}, "cron"), ({"cron": "0 0 30 2 *"}, "cron"),  # never fire
-    ({"definition": {}}, "definition"), ({"definition": {"foo": 1}}, "definition"),
+    ({"definition": {}}, "definition.template_id"), ({"definition": {"foo": 1}}, "definition.recipients"),
     ({"definition": {"template_id": "nope", "recipients": {"type": "inline", "contacts": [
-        {"email": "ada@example.com"}]}}}, "definition"),
+        {"email": "ada@example.com"}]}}}, "definition.template_id"),
 ])
 def test_bad_recurring_schedules_are_400_naming_the_field_and_write_nothing(
         api, otp_template, change, field):
