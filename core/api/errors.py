@@ -52,7 +52,7 @@ def _child_path(path: str, key: str | int) -> str:
 
 def _fields(detail: Any, path: str = "") -> dict[str, list[str]]:
     """Every error of a (nested) DRF detail under the JSON path of its field: one flat mapping,
-    so a caller looks a field up by the path it sent (decision 9X). A nested serializer's
+    so a caller looks a field up by the path it sent (decision 97). A nested serializer's
     `non_field_errors` belong to the object itself (`schedule`), not to a field named so."""
     if isinstance(detail, dict):
         fields: dict[str, list[str]] = {}

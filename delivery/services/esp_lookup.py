@@ -1,4 +1,4 @@
-"""Ask the ESP whether it has an AMBIGUOUS send, by our id (issue 32, decision 9X).
+"""Ask the ESP whether it has an AMBIGUOUS send, by our id (issue 32, decision 95).
 
 Where an ESP can be searched by the id every message carries (Mailgun's events API, SendGrid's
 Email Activity API; SES and SMTP cannot: `Provider.offers_lookup`), the recovery loop asks it
