@@ -4,6 +4,8 @@ and bounded."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
@@ -14,6 +16,9 @@ from tqdm import tqdm
 # Not a terminal (a pipe, a log file, CI): one plain line this often, plus the last one. A
 # redrawn line there is a stream of carriage returns, one "line" per update.
 PLAIN_INTERVAL_SECONDS = 10.0
+# The size of a terminal that reports none (a pseudo-terminal nobody sized, e.g. `script`
+# without a terminal): tqdm would fit the bar into 0 columns and rows, i.e. draw nothing.
+UNSIZED_TERMINAL = {"ncols": 80, "nrows": 24}
 PLAIN_FORMAT = ("{desc}: {percentage:3.0f}% {n_fmt}/{total_fmt} {unit} "
                 "[{elapsed}<{remaining}, {rate_fmt}{postfix}]")
 PLAIN_FORMAT_NO_TOTAL = "{desc}: {n_fmt} {unit} [{elapsed}, {rate_fmt}{postfix}]"
@@ -66,8 +71,9 @@ def progress(*, total: int | None, desc: str, unit: str = "rows", quiet: bool = 
     wrapper ends every write with a newline and colours it red on a terminal."""
     stream = stream or sys.stderr
     if _is_terminal(stream):
+        size = {"dynamic_ncols": True} if _columns(stream) else UNSIZED_TERMINAL
         return Progress(total=total, desc=desc, unit=unit, file=stream, disable=quiet,
-                        dynamic_ncols=True, mininterval=0.5)
+                        mininterval=0.5, **size)
     return PlainProgress(total=total, desc=desc, unit=unit, file=stream, disable=quiet, leave=False,
                          mininterval=PLAIN_INTERVAL_SECONDS,
                          bar_format=PLAIN_FORMAT if total is not None else PLAIN_FORMAT_NO_TOTAL)
@@ -81,6 +87,13 @@ def command_stderr(options: dict[str, Any]) -> TextIO:
 def _is_terminal(stream: TextIO) -> bool:
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty())
+
+
+def _columns(stream: TextIO) -> int:
+    """The terminal's width, 0 when it reports none."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        return os.get_terminal_size(stream.fileno()).columns
+    return 0
 
 
 def id_batches(queryset: QuerySet[Any], *, batch_size: int, after_id: int = 0,

@@ -70,9 +70,10 @@ def command(demo_client):
 class Terminal:
     """The command with stdout and stderr on a pseudo-terminal, as in an operator's shell."""
 
-    def __init__(self) -> None:
+    def __init__(self, columns: int) -> None:
         master, slave = pty.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))  # 120 columns
+        if columns:  # else the size is 0 x 0, as under `script` run without a terminal
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
         self.process = subprocess.Popen(ARGV, cwd=processes.BASE_DIR, env=processes.subprocess_env(),
                                         stdin=slave, stdout=slave, stderr=slave)
         os.close(slave)
@@ -116,8 +117,9 @@ def _play_the_send(campaign: Campaign, steps: int = 4) -> None:
     assert campaign_complete(campaign_id=campaign.pk)
 
 
-def test_in_a_terminal_the_bar_is_one_line_redrawn_in_place_and_the_summary_is_words(demo_client):
-    terminal = Terminal()
+@pytest.mark.parametrize("columns", [120, 0], ids=["sized", "unsized"])
+def test_in_a_terminal_the_bar_is_one_line_redrawn_in_place_and_the_summary_is_words(demo_client, columns):
+    terminal = Terminal(columns)
     try:
         campaign = _launched("demo to 20", terminal.process)
         _play_the_send(campaign)

@@ -78,25 +78,23 @@ def _draw(bar: Progress, campaign: Campaign, n: int) -> None:
     # The fan-out's count once it has started; until then the size of the list just made.
     bar.total = counters["total"] if campaign.audience_size is not None else n
     # Not redrawn here: the bar redraws at its own pace (advance_to), not at every poll.
-    bar.set_postfix_str(f"{campaign.status.lower()}, {_counts(counters, WATCHED)}", refresh=False)
+    bar.set_postfix_str(", ".join([campaign.status.lower(), *_counts(counters, WATCHED)]), refresh=False)
     bar.advance_to(counters["done"])
 
 
-# What the bar shows while the campaign runs, and what the summary names when not zero.
+# What the bar shows while the campaign runs, and the summary at the end, when not zero (the bar
+# keeps its width on an 80-column terminal).
 WATCHED = ("queued", "sending", "failed", "cancelled")
 SUMMED = ("failed", "suppressed", "ambiguous", "cancelled", "queued", "sending", "scheduled")
 
 
-def _counts(counters: dict[str, int], names: tuple[str, ...]) -> str:
-    return ", ".join(f"{counters[name]:,} {name}" for name in names)
+def _counts(counters: dict[str, int], names: tuple[str, ...]) -> list[str]:
+    return [f"{counters[name]:,} {name}" for name in names if counters[name]]
 
 
 def _summary(campaign: Campaign, counters: dict[str, int]) -> str:
     """E.g. "campaign 7 completed: 10,000 recipients, 9,990 sent, 10 failed"."""
-    others = tuple(name for name in SUMMED if counters[name])
-    parts = [f"{counters['total']:,} recipients", f"{counters['sent']:,} sent"]
-    if others:
-        parts.append(_counts(counters, others))
+    parts = [f"{counters['total']:,} recipients", f"{counters['sent']:,} sent", *_counts(counters, SUMMED)]
     return f"campaign {campaign.pk} {campaign.status.lower()}: {', '.join(parts)}"
 
 
