@@ -1,7 +1,7 @@
 FROM python:3.11-slim
 WORKDIR /app
-# The runtime set only; tests, lint, benchmarks and the `make run` launcher are in
-# requirements-dev.txt.
+# The runtime set only; the `make run` launcher's few are in requirements-run.txt, tests, lint
+# and benchmarks in requirements-dev.txt.
 COPY requirements.txt .
 RUN pip install --no-cache-dir -r requirements.txt
 COPY . .

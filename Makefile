@@ -5,15 +5,29 @@ BIN := $(VENV)/bin
 
 .PHONY: run test test-fast test-packages lint migrate bench clean
 
-# Development installs the runtime set (requirements.txt, all the Docker image gets) plus tests,
-# lint, benchmarks and the launcher (requirements-dev.txt); editing either file reinstalls.
-$(BIN)/.installed: requirements.txt requirements-dev.txt
+# `make run` installs what running needs: the runtime set (requirements.txt, all the Docker image
+# gets) and the launcher's few (requirements-run.txt), about 310 MB. Tests, lint and benchmarks
+# install the development set (requirements-dev.txt, about 740 MB with the rest). Editing a file
+# reinstalls the sets that include it; each install says what it is doing first, since the first
+# one takes a minute or more.
+$(BIN)/.installed-run: requirements.txt requirements-run.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "Installing what make run needs (requirements-run.txt, about 310 MB) into $(VENV)/;" \
+	  "the first time takes a minute or more ..."
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -r requirements-dev.txt
+	$(BIN)/pip install --quiet -r requirements-run.txt
 	touch $@
 
-run: $(BIN)/.installed
+# The development set includes the run set: once installed, `make run` installs nothing more.
+$(BIN)/.installed: requirements.txt requirements-run.txt requirements-dev.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "Installing the development set (requirements-dev.txt: tests, lint, benchmarks; about" \
+	  "740 MB) into $(VENV)/; the first time takes a minute or more ..."
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements-dev.txt
+	touch $@ $(BIN)/.installed-run
+
+run: $(BIN)/.installed-run
 	$(BIN)/python -m devtools.run
 
 # Parallel workers (pytest-xdist), each with its own test database and Redis database; tests that
@@ -40,7 +54,7 @@ lint: $(BIN)/.installed
 	$(BIN)/lint-imports
 
 # Against DATABASE_URL, or the embedded PostgreSQL while `make run` is up (make run migrates).
-migrate: $(BIN)/.installed
+migrate: $(BIN)/.installed-run
 	$(BIN)/python manage.py migrate
 
 # Delivered mail and the embedded servers' data (stop `make run` first).

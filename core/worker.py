@@ -56,7 +56,10 @@ def worker_argv(role: str) -> list[str]:
     pool = pool_kind(role)
     # The project's Celery app and settings are named, not imported (as manage.py names them):
     # this entry point stays below the configuration it starts.
-    argv = ["celery", "-A", "notifier", "worker", "--loglevel", os.environ.get("NOTIFIER_LOG_LEVEL", "INFO")]
+    # --quiet: no start-up banner (~30 lines of configuration and task names per pool); the
+    # "<node> ready." line and everything logged after it stay.
+    argv = ["celery", "-A", "notifier", "--quiet", "worker",
+            "--loglevel", os.environ.get("NOTIFIER_LOG_LEVEL", "INFO")]
     argv += ["-P", pool, "--without-gossip", "--without-mingle"]
     if role == "ops":
         queues = ",".join([STATUS_QUEUE, WEBHOOK_QUEUE, MAINTENANCE_QUEUE])

@@ -2,21 +2,27 @@
 
 Starts (unless the environment points elsewhere) the embedded PostgreSQL, the embedded Redis and
 the SMTP sink, migrates, ensures a demo API key and template, then runs every process of the
-Procfile under honcho and, once the web server and the critical pool answer, prints a curl command
-that sends an email which lands in var/mail/. Ctrl-C (or SIGTERM) stops every process it started,
-the embedded servers included.
+Procfile under honcho (devtools/procs.py) and, once the web server and the critical pool answer,
+prints a banner with a curl command that sends an email which lands in var/mail/. Once every
+process has started and the log has gone quiet, the banner is printed again if start-up lines
+scrolled it away. Ctrl-C (or SIGTERM) stops every process it started, the embedded servers
+included.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import TextIO
 
 import psutil
 
@@ -24,7 +30,15 @@ from devtools.embedded import embedded_postgres, embedded_redis
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_SECONDS = 120.0
+# Start-up is over once every process has started and nothing was printed for this long; the
+# banner is printed again then if more lines than this came after it (it scrolled away).
+QUIET_SECONDS = 2.0
+REPEAT_AFTER_LINES = 10
 CRITICAL_QUEUE = "email-send-p0"
+# Celery warns at length (9 lines) in every worker that runs as root (a container, a sandbox):
+# under `make run` the launcher says it once instead. The message's start, as PYTHONWARNINGS
+# matches it.
+ROOT_WARNING = "You're running the worker with superuser privileges"
 DEMO_TEMPLATE = {
     "name": "welcome",
     "subject": "Welcome, {{ name }}!",
@@ -51,6 +65,10 @@ def _prepare_environment() -> dict[str, str]:
     env.setdefault("NOTIFIER_WORKER_P2_CONCURRENCY", "2")
     # The Procfile pins each P0 pool at 4 processes (decision 61); one each on a laptop.
     env.setdefault("NOTIFIER_WORKER_P0_CONCURRENCY", "1")
+    if os.geteuid() == 0 and "PYTHONWARNINGS" not in env:
+        env["PYTHONWARNINGS"] = f"ignore:{ROOT_WARNING}"
+        print("Running as root: Celery advises against running its workers as root (said once"
+              " here, not by every worker).", flush=True)
     return env
 
 
@@ -118,32 +136,71 @@ def _demo_setup(env: dict[str, str]) -> str:
     return key
 
 
-def _print_banner(env: dict[str, str], key: str) -> None:
-    port = env["PORT"]
-    print(
+def banner(env: dict[str, str], key: str) -> str:
+    port, mail_dir = env["PORT"], _mail_dir(env)
+    return (
         f"\nnotifier is ready on http://127.0.0.1:{port}  (admin: /admin/, health: /healthz,"
         f" Flower: http://127.0.0.1:{env.get('FLOWER_PORT', '5555')})\n"
-        f"Send an email (it lands in {_mail_dir(env)}/ as an .eml file):\n\n"
+        "Send an email:\n\n"
         f"curl -s -X POST http://127.0.0.1:{port}/api/v1/messages \\\n"
         f"  -H 'Authorization: Api-Key {key}' -H 'Content-Type: application/json' \\\n"
         "  -d '{\"to\": \"you@example.com\", \"template\": \"welcome\", \"priority\": \"critical\","
-        " \"context\": {\"name\": \"Ada\", \"code\": \"123456\"}}'\n",
-        flush=True,
+        " \"context\": {\"name\": \"Ada\", \"code\": \"123456\"}}'\n\n"
+        f"It lands in {mail_dir}/ as an .eml file, with a readable .txt beside it:\n\n"
+        f"cat {mail_dir}/*.txt\n\n"
+        "More in README.md, \"A five-minute tour\". Ctrl-C stops everything.\n\n"
     )
+
+
+class Console:
+    """The launcher's stdout, shared by the processes' lines (relayed) and the banner: counts
+    what was printed and when, so the banner can be repeated once start-up lines scroll it."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.lines = 0
+        self.last_write = time.monotonic()
+        self._lock = threading.Lock()
+
+    def write(self, text: str) -> None:
+        with self._lock:
+            self.out.write(text)
+            self.out.flush()
+            self.lines += text.count("\n")
+            self.last_write = time.monotonic()
+
+    def relay(self, stream: TextIO) -> None:
+        for line in stream:
+            self.write(line)
 
 
 def _interrupt(*_: object) -> None:
     raise KeyboardInterrupt
 
 
-def _wait_until_ready(env: dict[str, str], honcho: subprocess.Popen) -> bool:
+def _wait_until_ready(env: dict[str, str], procs: subprocess.Popen) -> bool:
     """True once /healthz answers 200 and a worker consumes the critical queue."""
     deadline = time.monotonic() + READY_TIMEOUT_SECONDS
     url = f"http://127.0.0.1:{env['PORT']}/healthz"
-    while time.monotonic() < deadline and honcho.poll() is None:
+    while time.monotonic() < deadline and procs.poll() is None:
         if _answers(url) and _critical_pool_consumes(env):
             return True
         time.sleep(1)
+    return False
+
+
+def _wait_until_started(env: dict[str, str], procs: subprocess.Popen, console: Console) -> bool:
+    """True once every worker of the Procfile answers, Flower listens and the log is quiet."""
+    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+    workers = (BASE_DIR / "Procfile").read_text().count("-m core.worker ")
+    while time.monotonic() < deadline and procs.poll() is None:
+        if _workers_answering(env) >= workers and _listens(int(env.get("FLOWER_PORT", "5555"))):
+            break
+        time.sleep(1)
+    while time.monotonic() < deadline and procs.poll() is None:
+        if time.monotonic() - console.last_write >= QUIET_SECONDS:
+            return True
+        time.sleep(0.2)
     return False
 
 
@@ -153,6 +210,22 @@ def _answers(url: str) -> bool:
             return response.status == 200
     except OSError:
         return False
+
+
+def _listens(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+        return True
+    return False
+
+
+def _workers_answering(env: dict[str, str]) -> int:
+    command = [sys.executable, "-m", "celery", "-A", "notifier", "inspect", "ping", "--json",
+               "--timeout", "2"]
+    result = subprocess.run(command, cwd=BASE_DIR, env=env, capture_output=True, text=True)
+    try:
+        return len(json.loads(result.stdout))
+    except ValueError:  # no worker answered: celery prints an error, not JSON
+        return 0
 
 
 def _critical_pool_consumes(env: dict[str, str]) -> bool:
@@ -175,19 +248,27 @@ def _stop_descendants() -> None:
 
 
 def _run_processes(env: dict[str, str], key: str) -> None:
-    honcho = [sys.executable, "-m", "honcho", "-f", "Procfile", "start", "-p", env["PORT"]]
-    process = subprocess.Popen(honcho, cwd=BASE_DIR, env=env)
+    console = Console(sys.stdout)
+    argv = [sys.executable, "-m", "devtools.procs", *(["--colour"] if sys.stdout.isatty() else [])]
+    procs = subprocess.Popen(argv, cwd=BASE_DIR, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, errors="replace")
+    relay = threading.Thread(target=console.relay, args=(procs.stdout,), daemon=True)
+    relay.start()
     try:
-        if _wait_until_ready(env, process):
-            _print_banner(env, key)
-        elif process.poll() is None:
+        if _wait_until_ready(env, procs):
+            console.write(banner(env, key))
+            shown = console.lines
+            if _wait_until_started(env, procs, console) and console.lines - shown > REPEAT_AFTER_LINES:
+                console.write(banner(env, key))  # start-up lines scrolled the first one away
+        elif procs.poll() is None:
             print(f"notifier did not answer within {READY_TIMEOUT_SECONDS:.0f} s; see the log above.",
                   file=sys.stderr, flush=True)
-        process.wait()
+        procs.wait()
     except KeyboardInterrupt:
-        process.send_signal(signal.SIGINT)
+        procs.send_signal(signal.SIGINT)
         with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=30)
+            procs.wait(timeout=30)
+    relay.join(timeout=5)
 
 
 def main() -> None:
@@ -209,6 +290,7 @@ def main() -> None:
         _stop_descendants()
         for service in reversed(services):
             service.stop()
+        print("make run: everything stopped.", flush=True)
 
 
 if __name__ == "__main__":

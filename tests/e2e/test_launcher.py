@@ -1,8 +1,10 @@
 """`make run` as a new user meets it: `python -m devtools.run` on a fresh, empty var directory.
 
 It must boot the embedded PostgreSQL and Redis, the SMTP sink and every Procfile process, print
-its curl banner only once the API answers, deliver the banner's email as one .eml file, and on
-Ctrl-C stop everything it started: no process and no embedded server may outlive it.
+its curl banner only once the API answers and after a short start-up log (no Celery banner per
+worker), deliver the banner's email as one .eml file with a readable .txt beside it, and on
+Ctrl-C stop everything it started, saying each process "stopped": no process and no embedded
+server may outlive it.
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ MAIL_TIMEOUT_SECONDS = 15.0
 EXIT_TIMEOUT_SECONDS = 60.0
 # A duplicate delivery would land right after the first one: watch the mail dir a moment longer.
 DUPLICATE_GRACE_SECONDS = 2.0
+# Lines printed before the banner: 275 before issue 31 (a 30-line Celery banner per worker, the
+# access log of every health probe, Flower's task list); about 30 since.
+START_UP_LINES_MAX = 60
 # Set by the test session or a developer's shell; with any of them the launcher would use an
 # external service instead of starting its own.
 _EXTERNAL_SERVICES = ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "SMTP_HOST")
@@ -199,7 +204,11 @@ def test_make_run_serves_delivers_and_stops_cleanly(var_dir: Path, tmp_path: Pat
             f"no .eml with {code} in {mail_dir}:\n{launcher.tail()}"
         )
         time.sleep(DUPLICATE_GRACE_SECONDS)
-        assert len(_emails_with(mail_dir, code)) == 1
+        emails = _emails_with(mail_dir, code)
+        assert len(emails) == 1
+        assert code in emails[0].with_suffix(".txt").read_text()  # what the banner's `cat` shows
+        start_up = launcher.log().split("notifier is ready")[0]
+        assert start_up.count("\n") <= START_UP_LINES_MAX and "[tasks]" not in start_up, start_up
 
         # Ctrl-C in a terminal signals the whole foreground group, not only the launcher.
         os.killpg(group, signal.SIGINT)
@@ -209,6 +218,9 @@ def test_make_run_serves_delivers_and_stops_cleanly(var_dir: Path, tmp_path: Pat
             pytest.fail(f"the launcher ignored Ctrl-C for {EXIT_TIMEOUT_SECONDS:.0f} s:\n{launcher.tail()}")
         print(f"\nbanner after {banner_seconds:.0f} s, stopped after {time.monotonic() - started:.0f} s")
 
+        stopping = launcher.log().split("SIGINT received")[-1]
+        assert "rc=" not in stopping and " web.1 stopped" in stopping, stopping
+        assert stopping.rstrip().endswith("make run: everything stopped."), stopping
         # Stopping is asynchronous only up to the launcher's exit: anything alive now is leaked.
         assert _describe(_leftovers(var_dir, group)) == [], launcher.tail()
         postgres = embedded_postgres(var_dir)

@@ -31,9 +31,13 @@ class Command(BaseCommand):
             else:
                 counts = campaign_counters_recount(campaign_id=campaign_id)
             verb = "would be" if options["dry_run"] else "now"
-            self.stdout.write(
-                f"[{position}/{len(ids)}] campaign {campaign_id}: stored {stored}, {verb} {counts}"
-            )
+            self.stdout.write(f"[{position}/{len(ids)}] campaign {campaign_id}: {verb} {_words(counts)} "
+                              f"(stored: {_words(stored) if stored else 'none'})")
+
+
+def _words(counts: dict[str, int]) -> str:
+    """e.g. "3 delivered, 3 opened, 1 clicked, 0 bounced, ..." in COUNTED's order."""
+    return ", ".join(f"{counts.get(name, 0):,} {name.replace('_', ' ')}" for name in COUNTED)
 
 
 def _require_campaigns(ids: list[int]) -> None:

@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from audience.services.importer import contacts_import, file_row_count
 from clients.tenancy import client_by_reference
-from core.progress_bar import ProgressBar
+from core.ops import command_stderr, progress
 
 
 class Command(BaseCommand):
@@ -26,6 +26,7 @@ class Command(BaseCommand):
         parser.add_argument("--list", default="", help="also add every imported contact to this list")
         parser.add_argument("--batch-size", type=int, default=50_000)
         parser.add_argument("--dry-run", action="store_true", help="validate and count; write nothing")
+        parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
     def handle(self, *args: object, **options: object) -> None:
         path = str(options["file"])
@@ -34,17 +35,19 @@ class Command(BaseCommand):
             total = file_row_count(path)
         except (OSError, ValueError) as exc:
             raise CommandError(str(exc)) from exc
-        bar = ProgressBar(total, label="import", stream=self.stderr)
+        bar = progress(total=total, desc="import", quiet=bool(options["quiet"]),
+                       stream=command_stderr(options))
         started = time.monotonic()
         try:
             report = contacts_import(
                 client_id=owner.pk, path=path, list_name=str(options["list"]),
                 batch_size=int(options["batch_size"]),
-                dry_run=bool(options["dry_run"]), on_progress=bar.update,
+                dry_run=bool(options["dry_run"]), on_progress=bar.advance_to,
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
-        bar.finish()
+        finally:
+            bar.close()
         for error in report.errors:
             self.stderr.write(error)
         if options["dry_run"]:

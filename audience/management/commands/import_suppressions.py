@@ -20,7 +20,7 @@ from django.db import transaction
 
 from audience.models import Suppression
 from core.api.fields import has_line_break
-from core.ops import progress
+from core.ops import Progress, command_stderr, progress
 
 
 def _clean(address: str) -> str | None:
@@ -59,7 +59,8 @@ class Command(BaseCommand):
             reader = csv.DictReader(handle)
             if "email" not in (reader.fieldnames or []):
                 raise CommandError("The CSV needs a header row with an 'email' column.")
-            bar = progress(total=lines, desc="import", quiet=options["quiet"])
+            bar = progress(total=lines, desc="import", quiet=options["quiet"],
+                           stream=command_stderr(options))
             batch: list[Suppression] = []
             for line, row in enumerate(reader, start=2):
                 bar.update(1)
@@ -77,9 +78,9 @@ class Command(BaseCommand):
                 batch.append(Suppression(email=email, reason=reason,
                                          source=(row.get("source") or options["source"])[:100]))
                 if len(batch) >= options["batch_size"]:
-                    totals["imported"] += self._flush(batch, options["dry_run"], line)
+                    totals["imported"] += self._flush(batch, options["dry_run"], line, bar)
                     batch = []
-            totals["imported"] += self._flush(batch, options["dry_run"], "end")
+            totals["imported"] += self._flush(batch, options["dry_run"], "end", bar)
             bar.close()
         for example in invalid_examples:
             self.stderr.write(f"invalid address, skipped: {example}")
@@ -87,7 +88,7 @@ class Command(BaseCommand):
         self.stdout.write(f"read {totals['read']}, invalid {totals['invalid']}, {verb} "
                           f"{totals['imported']} new suppressions")
 
-    def _flush(self, batch: list[Suppression], dry_run: bool, line: int | str) -> int:
+    def _flush(self, batch: list[Suppression], dry_run: bool, line: int | str, bar: Progress) -> int:
         if not batch:
             return 0
         emails = {row.email for row in batch} - self._seen
@@ -97,5 +98,5 @@ class Command(BaseCommand):
         if not dry_run:
             with transaction.atomic():
                 Suppression.objects.bulk_create(batch, ignore_conflicts=True)
-            self.stderr.write(f"committed through line {line}")
+            bar.note(f"committed through line {line}")
         return new

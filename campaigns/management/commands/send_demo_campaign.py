@@ -2,8 +2,9 @@
 
 Creates N demo contacts (demo-<i>@example.com) in a list, a demo template, all owned by the API
 client `--client` names (default: `demo`, the client `make run` creates), launches a campaign
-to the list through the same service as the API, and draws a live progress bar from the
-campaign's counters until it completes. Needs the workers running (`make run`).
+to the list through the same service as the API, and shows its progress from the campaign's
+counters until it ends (one line redrawn on a terminal, a plain line now and then otherwise),
+then a summary in words. Needs the workers running (`make run`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from campaigns.selectors import campaign_counters
 from campaigns.services.launch import campaign_launch
 from clients.models import ApiClient
 from clients.tenancy import client_by_reference
-from core.progress_bar import ProgressBar
+from core.ops import Progress, command_stderr, progress
 from templates.models import Template
 from templates.services import template_create
 
@@ -52,10 +53,10 @@ class Command(BaseCommand):
             "recipients": {"type": "list", "list_id": contact_list.pk}, "priority": options["priority"],
         }, client_id=owner.pk)
         self.stdout.write(f"campaign {campaign.pk} launched to {n:,} contacts (list {contact_list.name!r})")
-        self._watch(campaign, n, float(options["timeout"]))
+        bar = progress(total=n, desc="sending", unit="msg", stream=command_stderr(options))
+        self._watch(campaign, n, float(options["timeout"]), bar)
 
-    def _watch(self, campaign: Campaign, n: int, timeout: float) -> None:
-        bar = ProgressBar(n, label="sending", stream=self.stderr)
+    def _watch(self, campaign: Campaign, n: int, timeout: float, bar: Progress) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             campaign.refresh_from_db()
@@ -63,23 +64,38 @@ class Command(BaseCommand):
             if campaign.status in FINAL:
                 break
             time.sleep(0.5)
-        bar.finish()
-        counters = campaign_counters(campaign=campaign)
-        self.stdout.write(f"campaign {campaign.pk}: {campaign.status}; counters {counters}")
+        bar.close()
+        self.stdout.write(_summary(campaign, campaign_counters(campaign=campaign)))
         if campaign.status == Campaign.Status.FAILED:
             # A non-zero exit, so a script or CI running the demo notices.
             reason = campaign.metadata.get("failure") or "no reason recorded"
             raise CommandError(f"campaign {campaign.pk} FAILED: {reason}")
 
 
-def _draw(bar: ProgressBar, campaign: Campaign, n: int) -> None:
+def _draw(bar: Progress, campaign: Campaign, n: int) -> None:
     """Progress against the whole audience (the same figure as the dashboard and the API)."""
     counters = campaign_counters(campaign=campaign)
     # The fan-out's count once it has started; until then the size of the list just made.
     bar.total = counters["total"] if campaign.audience_size is not None else n
-    bar.update(counters["done"], f"{campaign.status.lower()} queued={counters['queued']:,} "
-                                 f"sending={counters['sending']:,} failed={counters['failed']:,} "
-                                 f"cancelled={counters['cancelled']:,}")
+    # Not redrawn here: the bar redraws at its own pace (advance_to), not at every poll.
+    bar.set_postfix_str(", ".join([campaign.status.lower(), *_counts(counters, WATCHED)]), refresh=False)
+    bar.advance_to(counters["done"])
+
+
+# What the bar shows while the campaign runs, and the summary at the end, when not zero (the bar
+# keeps its width on an 80-column terminal).
+WATCHED = ("queued", "sending", "failed", "cancelled")
+SUMMED = ("failed", "suppressed", "ambiguous", "cancelled", "queued", "sending", "scheduled")
+
+
+def _counts(counters: dict[str, int], names: tuple[str, ...]) -> list[str]:
+    return [f"{counters[name]:,} {name}" for name in names if counters[name]]
+
+
+def _summary(campaign: Campaign, counters: dict[str, int]) -> str:
+    """E.g. "campaign 7 completed: 10,000 recipients, 9,990 sent, 10 failed"."""
+    parts = [f"{counters['total']:,} recipients", f"{counters['sent']:,} sent", *_counts(counters, SUMMED)]
+    return f"campaign {campaign.pk} {campaign.status.lower()}: {', '.join(parts)}"
 
 
 def _demo_template(owner: ApiClient) -> int:

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from clients.models import IdempotencyRecord
-from core.ops import id_batches, progress
+from core.ops import command_stderr, id_batches, progress
 from delivery.models import EmailMessage
 
 Status = EmailMessage.Status
@@ -41,7 +41,7 @@ class Command(BaseCommand):
         if options["dry_run"]:
             self.stdout.write(f"would purge {total} messages created before {cutoff:%Y-%m-%d %H:%M}")
             return
-        bar = progress(total=total, desc="purge", quiet=options["quiet"])
+        bar = progress(total=total, desc="purge", quiet=options["quiet"], stream=command_stderr(options))
         purged = 0
         for rows in id_batches(old, batch_size=options["batch_size"], fields=("id",)):
             with transaction.atomic():

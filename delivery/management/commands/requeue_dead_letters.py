@@ -9,8 +9,11 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db.models import QuerySet
 from django.utils.dateparse import parse_datetime
 
+from core.ops import Progress, command_stderr, progress
+from delivery.models import DeadLetter
 from delivery.selectors import dead_letters_pending
 from delivery.services.dead_letters import dead_letter_requeue
 
@@ -31,14 +34,25 @@ class Command(BaseCommand):
         parser.add_argument("--since", help="only dead letters created at or after (ISO 8601)")
         parser.add_argument("--dry-run", action="store_true", help="count, change nothing")
         parser.add_argument("--batch-size", type=int, default=500)
+        parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
     def handle(self, *args, since: str | None, dry_run: bool, batch_size: int, **options) -> None:
         if batch_size < 1:
             raise CommandError("--batch-size must be >= 1")
         pending = dead_letters_pending(since=_since(since))
+        total = pending.count()
         if dry_run:
-            self.stdout.write(f"{pending.count()} dead letters would be requeued")
+            self.stdout.write(f"{total} dead letters would be requeued")
             return
+        bar = progress(total=total, desc="requeue", unit="letters", quiet=bool(options["quiet"]),
+                       stream=command_stderr(options))
+        try:
+            requeued, skipped = self._requeue(pending, batch_size, bar)
+        finally:
+            bar.close()
+        self.stdout.write(self.style.SUCCESS(f"{requeued} requeued, {skipped} skipped"))
+
+    def _requeue(self, pending: QuerySet[DeadLetter], batch_size: int, bar: Progress) -> tuple[int, int]:
         requeued = skipped = 0
         last_id = 0
         while True:
@@ -51,5 +65,6 @@ class Command(BaseCommand):
                 else:
                     skipped += 1
             last_id = ids[-1]
-            self.stdout.write(f"... {requeued} requeued, {skipped} skipped")
-        self.stdout.write(self.style.SUCCESS(f"{requeued} requeued, {skipped} skipped"))
+            bar.set_postfix_str(f"{skipped} skipped", refresh=False)
+            bar.update(len(ids))
+        return requeued, skipped

@@ -20,7 +20,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
-from core.ops import id_batches, progress
+from core.ops import command_stderr, id_batches, progress
 from feedback.models import EmailEvent
 
 FIELDS = ("id", "message_id", "provider", "provider_event_id", "event_type", "bounce_type",
@@ -77,7 +77,7 @@ class Command(BaseCommand):
             after_id = max(after_id, _last_exported_id(output, options["format"]))
         total = events.filter(id__gt=after_id).count()
         if options["dry_run"]:
-            self.stderr.write(f"would export {total} events after id {after_id}")
+            self.stderr.write(f"would export {total} events after id {after_id}", style_func=str)
             return
         handle: IO[str] = output.open("a" if resuming else "w", encoding="utf-8", newline="") \
             if output else self.stdout
@@ -87,14 +87,16 @@ class Command(BaseCommand):
         finally:
             if output:
                 handle.close()
-        self.stderr.write(f"exported {written} events")
+        # stderr because stdout may carry the events; plain, not in the red of an error
+        self.stderr.write(f"exported {written} events", style_func=str)
 
     def _write(self, events: Any, handle: IO[str], *, after_id: int, header: bool,
                options: dict[str, Any], total: int) -> int:
         writer = csv.writer(handle) if options["format"] == "csv" else None
         if writer and header:
             writer.writerow(FIELDS)
-        bar = progress(total=total, desc="export", quiet=options["quiet"])
+        bar = progress(total=total, desc="export", quiet=options["quiet"],
+                       stream=command_stderr(options))
         written = 0
         for rows in id_batches(events, batch_size=options["batch_size"], after_id=after_id,
                                fields=FIELDS):
@@ -107,6 +109,6 @@ class Command(BaseCommand):
             handle.flush()
             written += len(rows)
             bar.update(len(rows))
-            self.stderr.write(f"exported through id {rows[-1]['id']}")
+            bar.note(f"exported through id {rows[-1]['id']}")
         bar.close()
         return written
