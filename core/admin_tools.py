@@ -78,11 +78,10 @@ def _estimated_rows(alias: str, table: str) -> int:
     return max(int(row[0]), 0) if row and row[0] is not None else 0
 
 
-class SystemWrittenAdmin(admin.ModelAdmin):
-    """Rows only the system writes: viewable, never added, edited or deleted here (a form save
-    or a delete would change the ledger behind its guarded services). Operator actions declare
-    `allowed_permissions = ("operate",)`: they need the model's change permission, which the
-    forms still never get."""
+class NeverWritten:
+    """Admin permissions of rows only the system writes: shown, never added, edited or deleted
+    here (a form save or a delete would change the ledger behind its guarded services). For a
+    ModelAdmin (SystemWrittenAdmin) and for inlines alike."""
 
     def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
@@ -92,6 +91,11 @@ class SystemWrittenAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
+
+
+class SystemWrittenAdmin(NeverWritten, admin.ModelAdmin):
+    """Operator actions declare `allowed_permissions = ("operate",)`: they need the model's
+    change permission, which the forms still never get."""
 
     def has_operate_permission(self, request: HttpRequest) -> bool:
         return super().has_change_permission(request)

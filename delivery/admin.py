@@ -16,7 +16,7 @@ from django.contrib import admin, messages
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
-from core.admin_tools import LargeTableAdmin, SystemWrittenAdmin
+from core.admin_tools import LargeTableAdmin, NeverWritten, SystemWrittenAdmin
 from delivery.models import (
     AmbiguityRecord,
     DeadLetter,
@@ -64,20 +64,12 @@ def _each(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet
     return done, left
 
 
-class DeliveryAttemptInline(admin.TabularInline):
+class DeliveryAttemptInline(NeverWritten, admin.TabularInline):
+    """Attempt rows are the send path's record of each provider call: shown, never written here."""
+
     model = DeliveryAttempt
     extra = 0
     readonly_fields = ("provider", "outcome", "response_code", "error", "duration_ms", "created_at")
-
-    # Attempt rows are the send path's record of each provider call: shown, never written here.
-    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
 
 
 @admin.register(EmailMessage)
