@@ -98,7 +98,8 @@ class SystemWrittenAdmin(NeverWritten, admin.ModelAdmin):
     change permission, which the forms still never get."""
 
     def has_operate_permission(self, request: HttpRequest) -> bool:
-        return super().has_change_permission(request)
+        # The model's own change permission (ModelAdmin's), past NeverWritten's refusal.
+        return admin.ModelAdmin.has_change_permission(self, request)
 
 
 class LargeTableAdmin(admin.ModelAdmin):

@@ -68,9 +68,21 @@ class BrokerRunWatch:
         self.run_id: str | None = None
 
     def restarted(self) -> bool:
+        run_id = self.restart_seen()
+        if run_id is not None:
+            self.accept(run_id)
+        return run_id is not None
+
+    def restart_seen(self) -> str | None:
+        """The broker's new run id if it restarted since the last accepted look, without
+        accepting it: a caller whose response to the restart fails looks again next time."""
         run_id = broker_run_id()
         if run_id is None:
-            return False
-        changed = self.run_id is not None and run_id != self.run_id
+            return None
+        if self.run_id is None:
+            self.run_id = run_id  # the first look only learns the id
+            return None
+        return run_id if run_id != self.run_id else None
+
+    def accept(self, run_id: str) -> None:
         self.run_id = run_id
-        return changed

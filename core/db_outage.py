@@ -50,6 +50,18 @@ BACKOFF_CAP_SECONDS = 5.0
 UNLIMITED_RETRIES = sys.maxsize
 
 
+# Two transactions that each wait for the other (40P01), or a serializable one that lost (40001):
+# the statement was right and another run of it will pass.
+_CONFLICT_SQLSTATES = ("40001", "40P01")
+
+
+def transaction_conflict(exc: BaseException) -> bool:
+    """True if `exc` is a deadlock or a serialization failure: nothing is wrong with the
+    database or the statement, and the work is simply run again (a loop's next tick)."""
+    code = getattr(exc, "pgcode", None) or getattr(exc.__cause__, "pgcode", None)
+    return code in _CONFLICT_SQLSTATES
+
+
 def database_unavailable(exc: BaseException) -> bool:
     """True if `exc` says the database cannot be reached now (worth waiting for), False if it
     says something about the statement or the data (retrying would fail the same way).

@@ -55,11 +55,15 @@ def _republish_after_broker_restart(now: datetime) -> list[tuple[int, int]]:
     """Every QUEUED transactional row at once when the broker restarted since the last tick
     (decision 78): a few P0 tasks queued or prefetched when Redis restarted would otherwise
     wait out P0's re-publish age (5 s) or more, against its 0.5 s p99."""
-    if not _broker_runs.restarted():
+    run_id = _broker_runs.restart_seen()
+    if run_id is None:
         return []
     lost = ledger.queued_transactional_requeue(published_before=now)
     if lost:
         messages_enqueue_by_priority(lost)
+    # Only now: a sweep that failed (a deadlock, the broker still down) runs again next tick,
+    # where before it was forgotten and the rows waited out the age rule (P3: ~60 s).
+    _broker_runs.accept(run_id)
     logger.warning("the broker restarted: re-published %d queued transactional messages", len(lost))
     return lost
 

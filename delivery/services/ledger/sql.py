@@ -15,6 +15,13 @@ Status = EmailMessage.Status
 TABLE = EmailMessage._meta.db_table
 
 
+# A sweep's candidate rows, locked in one order and never waited for: a row a worker's claim or
+# hand-off holds right now is busy, not lost, and is skipped. A sweep that waited on it could
+# deadlock with that worker's multi-row UPDATE (the 1M day: the re-publish after a broker restart
+# against a P1 hand-off; the scheduler exited). Ends a `SELECT id ... WHERE ...` subquery.
+LOCK_FREE_ROWS = f"ORDER BY id FOR UPDATE OF {TABLE} SKIP LOCKED"
+
+
 def walking_the_index(sql: str) -> str:
     """Run this one autocommit sweep by a plain index scan, never a bitmap scan.
 

@@ -11,7 +11,7 @@ from itertools import chain
 from django.db import connection
 from django.utils import timezone
 
-from delivery.services.ledger.sql import TABLE, Status, walking_the_index
+from delivery.services.ledger.sql import LOCK_FREE_ROWS, TABLE, Status, walking_the_index
 
 Cutoff = datetime | Mapping[int, datetime]
 
@@ -86,14 +86,15 @@ def orphaned_messages_claim_requeue(
         f"WITH q AS (SELECT id AS qid, row_number() OVER (PARTITION BY priority "
         f"ORDER BY coalesce(requeued_at, created_at) DESC, id DESC) AS newer FROM {TABLE} "
         f"WHERE status = %s AND campaign_id IS NULL AND claimed_at IS NULL) "
-        f"UPDATE {TABLE} SET requeued_at = %s FROM q WHERE id = q.qid "
-        f"AND q.newer > {f'CASE priority{cases} ELSE 0 END' if covered else '0'} "
+        f", c AS (SELECT id FROM {TABLE} JOIN q ON id = q.qid "
+        f"WHERE q.newer > {f'CASE priority{cases} ELSE 0 END' if covered else '0'} "
         f"AND status = %s AND campaign_id IS NULL "
         f"AND claimed_at IS NULL AND ((requeued_at IS NULL AND {created}) "
-        f"OR ({requeued} AND requeued_at + (requeued_at - created_at) < %s)) RETURNING id, priority"
+        f"OR ({requeued} AND requeued_at + (requeued_at - created_at) < %s)) {LOCK_FREE_ROWS}) "
+        f"UPDATE {TABLE} SET requeued_at = %s WHERE id IN (SELECT id FROM c) RETURNING id, priority"
     )
-    params = [Status.QUEUED, now, *chain.from_iterable(covered.items()), Status.QUEUED]
-    params += [*created_params, *requeued_params, now]
+    params = [Status.QUEUED, *chain.from_iterable(covered.items()), Status.QUEUED]
+    params += [*created_params, *requeued_params, now, now]
     with connection.cursor() as cursor:
         cursor.execute(walking_the_index(sql), params)
         return [(row[0], row[1]) for row in cursor.fetchall()]
@@ -109,8 +110,9 @@ def queued_transactional_requeue(*, published_before: datetime) -> list[tuple[in
     latency. A row whose task survived is only published twice: the claim lets one send.
     Campaign rows are left to the campaign sweep, which re-publishes them the same way."""
     now = timezone.now()
-    sql = (f"UPDATE {TABLE} SET requeued_at = %s WHERE status = %s AND claimed_at IS NULL "
-           f"AND campaign_id IS NULL AND coalesce(requeued_at, created_at) < %s RETURNING id, priority")
+    sql = (f"UPDATE {TABLE} SET requeued_at = %s WHERE id IN (SELECT id FROM {TABLE} "
+           f"WHERE status = %s AND claimed_at IS NULL AND campaign_id IS NULL "
+           f"AND coalesce(requeued_at, created_at) < %s {LOCK_FREE_ROWS}) RETURNING id, priority")
     with connection.cursor() as cursor:
         cursor.execute(walking_the_index(sql), [now, Status.QUEUED, published_before])
         return [(row[0], row[1]) for row in cursor.fetchall()]

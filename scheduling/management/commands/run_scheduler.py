@@ -24,7 +24,7 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 from redis.exceptions import RedisError
 
-from core.db_outage import DATABASE_ERRORS, database_outage_seen
+from core.db_outage import DATABASE_ERRORS, database_outage_seen, transaction_conflict
 from delivery.services.recovery import stalled_messages_recover
 from scheduling import extensions
 from scheduling.services import due
@@ -78,6 +78,9 @@ class Command(BaseCommand):
         try:
             report = stalled_messages_recover()
         except DATABASE_ERRORS as exc:
+            if transaction_conflict(exc):  # the process lives on: the next tick runs it again
+                logger.warning("recovery met a transaction conflict; again next tick: %s", exc)
+                return
             if not database_outage_seen(exc):
                 raise
             logger.warning("database unavailable; recovery again next tick: %s", exc)
