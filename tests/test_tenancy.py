@@ -41,6 +41,8 @@ NOT_TENANT_DATA = {
     "api/v1/stats/overview": "platform: throughput, queues, workers, providers",
     "u/<str:token>/": "the signed unsubscribe link is the credential, no API key",
     "healthz": "liveness, no data",
+    "": "the front page: links, no data",
+    "tour/": "the README's tour, no data",
     "admin/": "Django admin: staff only, sees every client's rows",
     "webhooks/ses/": "signed ESP webhooks, no API key",
     "webhooks/sendgrid/": "signed ESP webhooks, no API key",
@@ -101,7 +103,9 @@ def _objects_of(owner: ApiClient) -> Objects:
 def _routes(patterns: list, prefix: str = "") -> Iterator[tuple[str, URLPattern | URLResolver]]:
     for pattern in patterns:
         route = prefix + str(pattern.pattern)
-        if isinstance(pattern, URLResolver) and route not in NOT_TENANT_DATA:
+        # An include() at "" shares its route with the front page: only a named prefix
+        # ("admin/") keeps the walk out of a whole resolver.
+        if isinstance(pattern, URLResolver) and (not route or route not in NOT_TENANT_DATA):
             yield from _routes(pattern.url_patterns, route)
         else:
             yield route, pattern
