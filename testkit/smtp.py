@@ -24,6 +24,8 @@ class RecordingHandler:
     hang_seconds: float = 0.0
     # Hang only once this many messages were accepted (None: every message hangs).
     hang_from: int | None = None
+    # Bodies received whose reply is being held (a test kills the client while one is).
+    bodies_held: int = 0
     reject_recipients: set[str] = field(default_factory=set)
     # Refusals as a broken relay or a list of bad addresses gives them: one reply for every RCPT
     # or every DATA (e.g. "550 5.7.1 Relay access denied"), or a reply per recipient.
@@ -45,6 +47,7 @@ class RecordingHandler:
         if self.refuse_every_data:
             return self.refuse_every_data
         if self.hang_seconds and (self.hang_from is None or len(self.messages) >= self.hang_from):
+            self.bodies_held += 1
             await asyncio.sleep(self.hang_seconds)
         with self.lock:
             self.messages.append(email.message_from_bytes(envelope.content))

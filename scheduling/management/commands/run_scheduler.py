@@ -52,6 +52,7 @@ class Command(BaseCommand):
         self._next_sweep = 0.0
         self._next_campaign_sweep = 0.0
         self._sweeper: threading.Thread | None = None
+        self._restored = 0  # scheduled messages the current due-set rebuild has put back
         self._lock = DispatcherLock(ttl_seconds=settings.NOTIFIER_SCHEDULER_LOCK_TTL_SECONDS)
         self.stdout.write(f"scheduler ready (lock token {self._lock.token})")
         try:
@@ -112,9 +113,13 @@ class Command(BaseCommand):
         if step is None:
             return
         if step.started:
-            logger.warning("the due set was lost (Redis restarted or flushed): rebuilding it from PostgreSQL")
-        if step.done:
-            logger.warning("due set rebuilt from PostgreSQL (%d added in the last step)", step.added)
+            self._restored = 0
+            logger.info("the due set has no record of being built (a first start, or Redis lost it): "
+                        "building it from PostgreSQL")
+        self._restored += step.added
+        if step.done and self._restored:  # a first start with nothing scheduled says no more
+            logger.warning("due set rebuilt from PostgreSQL: %d scheduled messages written back "
+                           "(Redis restarted or flushed, or a first start)", self._restored)
 
     def _sweep(self) -> None:
         if time.monotonic() < self._next_sweep:
