@@ -79,6 +79,15 @@ def mailbox(value: str, *, utf8: bool = False) -> Mailbox:
     return Mailbox(display_name, local_part, ascii_domain(domain))
 
 
+def wire_address(recipient: str) -> str:
+    """The address as an HTTP ESP was sent it (IDNA domain); empty for one that could not have
+    been (an ESP lookup then has nothing to ask about)."""
+    try:
+        return mailbox(recipient).addr_spec
+    except AddressError:
+        return ""
+
+
 def wire_emails(emails: Sequence[OutgoingEmail]) -> tuple[list[OutgoingEmail], list[SendResult]]:
     """For the ESP APIs: the emails with their recipient in wire form (IDNA domain), and a
     PERMANENT result for each whose sender or recipient cannot travel. None of SES, SendGrid or

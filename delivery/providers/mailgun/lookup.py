@@ -29,8 +29,7 @@ from collections.abc import Sequence
 
 import requests
 
-from core.addresses import AddressError
-from delivery.providers.addresses import mailbox
+from delivery.providers.addresses import wire_address
 from delivery.providers.base import MESSAGE_ID_KEY, NOT_FOUND, Found, LookupAnswers, LookupQuery
 from delivery.providers.http import HttpSettings, lookup_get
 
@@ -46,7 +45,7 @@ def events_lookup(session: requests.Session, settings: HttpSettings, queries: Se
                   *, timeout: float) -> LookupAnswers:
     """Found or NOT_FOUND for each query, or only the Found ones when the search was cut short."""
     wanted = {str(q.message_id): q.message_id for q in queries}
-    recipients = sorted({address for address in map(_wire, (q.recipient for q in queries)) if address})
+    recipients = sorted({address for address in map(wire_address, (q.recipient for q in queries)) if address})
     if not recipients:
         return {}
     deadline = time.monotonic() + timeout
@@ -75,14 +74,6 @@ def _params(queries: Sequence[LookupQuery], recipients: list[str], read_timeout:
     end = max(q.handed_over_at for q in queries).timestamp() + RANGE_MARGIN_SECONDS + read_timeout
     return {"begin": f"{begin:.0f}", "end": f"{end:.0f}", "ascending": "yes", "limit": str(PAGE_LIMIT),
             "event": "accepted", "recipient": " OR ".join(f'"{address}"' for address in recipients)}
-
-
-def _wire(recipient: str) -> str:
-    """The address as it was sent (IDNA domain); empty for one that could not have been."""
-    try:
-        return mailbox(recipient).addr_spec
-    except AddressError:
-        return ""
 
 
 def _found(item: dict) -> Found:

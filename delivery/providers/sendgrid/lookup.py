@@ -26,8 +26,7 @@ from collections.abc import Sequence
 
 import requests
 
-from core.addresses import AddressError
-from delivery.providers.addresses import mailbox
+from delivery.providers.addresses import wire_address
 from delivery.providers.base import MESSAGE_ID_KEY, NOT_FOUND, Found, LookupAnswers, LookupQuery
 from delivery.providers.http import HttpSettings, lookup_get
 
@@ -41,7 +40,7 @@ def activity_lookup(session: requests.Session, settings: HttpSettings, queries: 
     """Found or NOT_FOUND for each query asked (at most MAX_IDS of distinct recipients)."""
     by_address: dict[str, int] = {}
     for query in queries:
-        address = _wire(query.recipient)
+        address = wire_address(query.recipient).lower()  # as the answer is matched
         if address and address not in by_address and len(by_address) < MAX_IDS:
             by_address[address] = query.message_id
     if not by_address:
@@ -62,14 +61,6 @@ def activity_lookup(session: requests.Session, settings: HttpSettings, queries: 
                                         event=str(message.get("status") or ""),
                                         at=str(message.get("last_event_time") or ""))
     return answers
-
-
-def _wire(recipient: str) -> str:
-    """The address as it was sent (IDNA domain), lowercased as the answer is matched."""
-    try:
-        return mailbox(recipient).addr_spec.lower()
-    except AddressError:
-        return ""
 
 
 def _not_enabled(response: requests.Response) -> bool:
