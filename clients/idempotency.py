@@ -11,11 +11,15 @@ Semantics (as Stripe's and the IETF draft-ietf-httpapi-idempotency-key-header):
 - same client + key + same request (method, path, JSON body): the first 2xx response is
   replayed (status and body) with `Idempotent-Replayed: true`, and nothing runs again;
 - same key, different request: 409;
-- same key while the first is still running: 409 with Retry-After, so concurrent duplicates
-  cannot both run (the unique (client, key) row is the lock);
+- same key while the first is still running: the duplicate waits for the first (at most
+  NOTIFIER_IDEMPOTENCY_WAIT_SECONDS, then 409 with Retry-After) and replays its answer, so
+  concurrent duplicates cannot both run;
 - a 4xx/5xx first answer is not kept: the caller may fix the request and retry with the key.
-Records live 24 h (NOTIFIER_IDEMPOTENCY_TTL_SECONDS) in PostgreSQL (the system of record); the
-handler and the record's completion commit in one transaction, so a crash leaves neither.
+Records live 24 h (NOTIFIER_IDEMPOTENCY_TTL_SECONDS) in PostgreSQL (the system of record). The
+record is inserted in the handler's own transaction and is the lock: a duplicate's INSERT waits
+on the uncommitted unique row. A first request that dies (a crash, a database outage) rolls the
+record back with its work, so a client retrying through an outage runs again at once instead of
+meeting an orphaned "in progress" row (decision 101).
 Redis is a fast path for replays only and is best-effort (a Redis outage falls back to SQL):
 
     notifier:idem-http:<client prefix>:<sha256 of key>   JSON {fp, status, body}, TTL 24 h
@@ -34,7 +38,7 @@ from typing import Any
 
 import redis
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
 from rest_framework import exceptions, serializers, status
 from rest_framework.renderers import JSONRenderer
@@ -47,7 +51,7 @@ from core.redis_client import get_redis, redis_key
 logger = logging.getLogger(__name__)
 HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
-IN_PROGRESS_LEASE = timedelta(seconds=60)
+LOCK_NOT_AVAILABLE = "55P03"  # lock_timeout expired
 
 
 class IdempotencyConflict(exceptions.APIException):
@@ -96,39 +100,54 @@ def _replay(fingerprint: str, stored_fp: str, status_code: int, body: Any) -> Re
     return Response(body, status=status_code, headers={REPLAYED_HEADER: "true"})
 
 
-def idempotency_record_claim(*, client: ApiClient, key: str, fingerprint: str
-                             ) -> IdempotencyRecord | Response:
-    """The new in-progress record to run under, or the stored response to replay."""
+def _still_running() -> IdempotencyConflict:
+    exc = IdempotencyConflict(f"A request with this {HEADER} is still in progress; retry later.")
+    exc.wait = 1
+    return exc
+
+
+def _record_insert(*, client: ApiClient, key: str, fingerprint: str) -> IdempotencyRecord:
+    """Insert the record, waiting for a concurrent first request's transaction to end.
+
+    Raises IntegrityError when a record is committed, or the 409 when the first request runs
+    longer than the wait. SET LOCAL lives in the savepoint: released, it would last to the end
+    of the transaction, so it is reset; rolled back, it goes with the savepoint.
+    """
     now = timezone.now()
     expires = now + timedelta(seconds=settings.NOTIFIER_IDEMPOTENCY_TTL_SECONDS)
+    wait_ms = max(1, int(settings.NOTIFIER_IDEMPOTENCY_WAIT_SECONDS * 1000))
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('lock_timeout', %s, true)", [f"{wait_ms}ms"])
+            record = IdempotencyRecord.objects.create(
+                client=client, key=key, fingerprint=fingerprint, locked_at=now, expires_at=expires
+            )
+            cursor.execute("SET LOCAL lock_timeout TO DEFAULT")
+            return record
+    except OperationalError as exc:
+        if getattr(exc.__cause__, "pgcode", None) == LOCK_NOT_AVAILABLE:
+            raise _still_running() from None
+        raise
+
+
+def idempotency_record_claim(*, client: ApiClient, key: str, fingerprint: str
+                             ) -> IdempotencyRecord | Response:
+    """The new record to run under, or the stored response to replay. Call it inside the
+    transaction that runs the request: the uncommitted record is the lock."""
     for _ in range(2):
         try:
-            with transaction.atomic():
-                return IdempotencyRecord.objects.create(
-                    client=client, key=key, fingerprint=fingerprint, locked_at=now, expires_at=expires
-                )
+            return _record_insert(client=client, key=key, fingerprint=fingerprint)
         except IntegrityError:
             existing = IdempotencyRecord.objects.filter(client=client, key=key).first()
-        if existing is None or existing.expires_at <= now:
-            IdempotencyRecord.objects.filter(client=client, key=key, expires_at__lte=now).delete()
+        if existing is None:
+            continue  # the other request failed and rolled its record back
+        if existing.expires_at <= timezone.now() or existing.status_code is None:
+            # Expired, or left "in progress" by a release that committed the record before the
+            # work (decision 101 made that impossible): free the key.
+            IdempotencyRecord.objects.filter(pk=existing.pk).delete()
             continue
-        if existing.status_code is not None:
-            _cache_put(client, key, existing)
-            return _replay(fingerprint, existing.fingerprint, existing.status_code,
-                           existing.response_body)
-        if existing.fingerprint != fingerprint:
-            raise IdempotencyConflict(f"This {HEADER} was used with a different request.")
-        # A first request that died without finishing gives up its lease.
-        taken = IdempotencyRecord.objects.filter(
-            pk=existing.pk, status_code__isnull=True, locked_at=existing.locked_at,
-            locked_at__lt=now - IN_PROGRESS_LEASE,
-        ).update(locked_at=now)
-        if taken:
-            existing.locked_at = now
-            return existing
-        exc = IdempotencyConflict(f"A request with this {HEADER} is still in progress; retry later.")
-        exc.wait = 1
-        raise exc
+        _cache_put(client, key, existing)
+        return _replay(fingerprint, existing.fingerprint, existing.status_code, existing.response_body)
     raise IdempotencyConflict(f"This {HEADER} could not be claimed; retry.")
 
 
@@ -142,23 +161,19 @@ def run_idempotently(handler: Callable[[], Response], request: Request) -> Respo
     cached = _cache_get(client, key)
     if cached:
         return _replay(fingerprint, cached["fp"], cached["status"], cached["body"])
-    claimed = idempotency_record_claim(client=client, key=key, fingerprint=fingerprint)
-    if isinstance(claimed, Response):
-        return claimed
-    try:
-        with transaction.atomic():
-            response = handler()
-            if 200 <= response.status_code < 300:
-                claimed.status_code = response.status_code
-                # Through the JSON renderer, so dates and decimals store as they were sent.
-                claimed.response_body = json.loads(JSONRenderer().render(response.data))
-                claimed.save(update_fields=["status_code", "response_body"])
-    except BaseException:
-        IdempotencyRecord.objects.filter(pk=claimed.pk, status_code__isnull=True).delete()
-        raise
-    if claimed.status_code is None:
-        claimed.delete()  # not a success: the caller may correct the request and reuse the key
-    else:
+    with transaction.atomic():
+        claimed = idempotency_record_claim(client=client, key=key, fingerprint=fingerprint)
+        if isinstance(claimed, Response):
+            return claimed
+        response = handler()
+        if 200 <= response.status_code < 300:
+            claimed.status_code = response.status_code
+            # Through the JSON renderer, so dates and decimals store as they were sent.
+            claimed.response_body = json.loads(JSONRenderer().render(response.data))
+            claimed.save(update_fields=["status_code", "response_body"])
+        else:
+            claimed.delete()  # not a success: the caller may correct the request and reuse the key
+    if claimed.status_code is not None:
         _cache_put(client, key, claimed)
     return response
 

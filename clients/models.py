@@ -42,8 +42,9 @@ class ApiClient(AbstractAPIKey):
 class IdempotencyRecord(models.Model):
     """One `Idempotency-Key` a client sent, with the response to replay (clients/idempotency.py).
 
-    `status_code` is NULL while the first request is still running; a second request with the
-    same key then gets 409 instead of running twice.
+    The row is inserted in the first request's own transaction, so while that request runs it is
+    uncommitted and a duplicate's INSERT waits on it; it commits with the request's work and
+    the response. `status_code` NULL is a row an older release committed before its work.
     """
 
     client = models.ForeignKey(ApiClient, on_delete=models.CASCADE, related_name="+")

@@ -276,6 +276,8 @@ NOTIFIER_API_DEFAULT_RATE = env.str("NOTIFIER_API_DEFAULT_RATE", default="600/mi
 NOTIFIER_API_RATES = env.dict("NOTIFIER_API_RATES", default={})
 # How long an Idempotency-Key's stored response is replayed (clients/idempotency.py).
 NOTIFIER_IDEMPOTENCY_TTL_SECONDS = env.int("NOTIFIER_IDEMPOTENCY_TTL_SECONDS", default=24 * 3600)
+# How long a duplicate waits for the first request with its Idempotency-Key before a 409.
+NOTIFIER_IDEMPOTENCY_WAIT_SECONDS = env.float("NOTIFIER_IDEMPOTENCY_WAIT_SECONDS", default=10.0)
 # How long a web process trusts what it read (decision 53): a verified API key (a revocation
 # reaches every process within this), a send guard's verdict (a reputation hold or release).
 NOTIFIER_API_KEY_CACHE_SECONDS = env.float("NOTIFIER_API_KEY_CACHE_SECONDS", default=5.0)

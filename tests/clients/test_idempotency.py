@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
+import psycopg2
 import pytest
 import requests
+from django.db import connection
 from django.utils import timezone
 from rest_framework import status
 from rest_framework.response import Response
@@ -123,31 +127,67 @@ def test_messages_honour_the_header_and_the_body_key(api, otp_template):
 
 
 @pytest.mark.django_db
-def test_a_stale_in_progress_record_is_taken_over(api):
+def test_a_record_an_older_release_left_in_progress_is_taken_over(api):
     _post(api, BODY, "crash")
-    IdempotencyRecord.objects.update(status_code=None, response_body=None,
-                                     locked_at=timezone.now() - timedelta(minutes=5))
+    IdempotencyRecord.objects.update(status_code=None, response_body=None)
     TemplateVersion.objects.all().delete()
     Template.objects.all().delete()
     _flush_fast_path()
     assert _post(api, BODY, "crash").status_code == 201
+    assert Template.objects.count() == 1
 
 
-@pytest.mark.django_db
-def test_an_in_progress_duplicate_is_a_409_with_retry_after(api):
+def _hold_record(key: str) -> psycopg2.extensions.connection:
+    """A first request still running: its record inserted in a transaction not yet committed."""
     canonical = json.dumps(BODY, sort_keys=True, separators=(",", ":"))
     fingerprint = hashlib.sha256(f"POST /api/v1/templates\n{canonical}".encode()).hexdigest()
-    IdempotencyRecord.objects.create(client=ApiClient.objects.get(), key="busy",
-                                     fingerprint=fingerprint, locked_at=timezone.now(),
-                                     expires_at=timezone.now() + timedelta(hours=1))
-    response = _post(api, BODY, "busy")
-    assert response.status_code == 409 and response["Retry-After"] == "1"
-    assert "in progress" in response.json()["error"]["message"]
-    assert not Template.objects.exists()
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    held = psycopg2.connect(**params)
+    with held.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO clients_idempotencyrecord (client_id, key, fingerprint, locked_at, "
+            "created_at, expires_at) VALUES (%s, %s, %s, now(), now(), now() + interval '1 hour')",
+            (ApiClient.objects.get().pk, key, fingerprint))
+    return held
 
 
 @pytest.mark.django_db(transaction=True)
-def test_concurrent_duplicates_one_wins(live_server):
+def test_a_duplicate_of_a_running_request_waits_then_is_a_409_with_retry_after(api, settings):
+    settings.NOTIFIER_IDEMPOTENCY_WAIT_SECONDS = 0.3
+    held = _hold_record("busy")
+    # The first request "dies" after 5 s at the latest, so a server that waits without a bound
+    # fails this test instead of hanging it.
+    dies = threading.Timer(5, held.rollback)
+    dies.start()
+    try:
+        started = time.monotonic()
+        response = _post(api, BODY, "busy")
+        waited = time.monotonic() - started
+    finally:
+        dies.cancel()
+        held.rollback()
+        held.close()
+    assert response.status_code == 409 and response["Retry-After"] == "1"
+    assert "in progress" in response.json()["error"]["message"]
+    assert 0.3 <= waited < 5
+    assert not Template.objects.exists()
+    # The first request died (rolled back): the key is free at once, no lease to wait out.
+    assert _post(api, BODY, "busy").status_code == 201
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_first_request_that_dies_leaves_no_record(api, monkeypatch):
+    def die(**kwargs):
+        raise ConnectionResetError("the worker lost its database mid-request")
+
+    monkeypatch.setattr("templates.api.template_create", die)
+    assert _post(api, BODY, "dies").status_code == 500
+    assert not IdempotencyRecord.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_duplicates_run_once_and_the_others_replay_it(live_server):
     _, key = api_client_create(name="svc", rate_limit="10000/min")
     headers = {"Authorization": f"Api-Key {key}", "Idempotency-Key": "race-1"}
 
@@ -157,11 +197,11 @@ def test_concurrent_duplicates_one_wins(live_server):
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         responses = list(pool.map(call, range(16)))
-    codes = sorted(r.status_code for r in responses)
     assert Template.objects.count() == 1
-    assert set(codes) <= {201, 409} and 201 in codes
-    created = [r for r in responses if r.status_code == 201 and "Idempotent-Replayed" not in r.headers]
+    assert [r.status_code for r in responses] == [201] * 16
+    created = [r for r in responses if "Idempotent-Replayed" not in r.headers]
     assert len(created) == 1
+    assert {r.json()["id"] for r in responses} == {created[0].json()["id"]}
 
 
 class _CreateView(IdempotentMixin, APIView):
