@@ -179,9 +179,9 @@ class SegmentApi(APIView):
             "match": "all", "conditions": [{"attribute": "plan", "op": "equals", "value": "pro"}]}})])
     def post(self, request: Request) -> Response:
         """Create a segment from a filter definition (validated, compiled to SQL)."""
-        serializer = self.InputSerializer(data=request.data, context={"client": request.user})
+        serializer = self.InputSerializer(data=request.data, context={"client": request.user.service})
         serializer.is_valid(raise_exception=True)
-        segment = Segment.objects.create(client=request.user, **serializer.validated_data)
+        segment = Segment.objects.create(client=request.user.service, **serializer.validated_data)
         body = {"id": segment.pk, "name": segment.name, "definition": segment.definition,
                 "empty": not contacts_exist(segment_sql(segment.definition, client_id=segment.client_id))}
         return Response(body, status=status.HTTP_201_CREATED)
@@ -279,7 +279,7 @@ class SuppressionDetailApi(APIView):
     @extend_schema(responses={204: None})
     def delete(self, request: Request, email: str) -> Response:
         """Remove a suppression this client caused (any, with the admin scope)."""
-        if not suppression_delete(email=email, client=request.user):
+        if not suppression_delete(email=email, client=request.user.service):
             raise exceptions.NotFound(f"{email} is not suppressed.")
         return Response(status=status.HTTP_204_NO_CONTENT)
 

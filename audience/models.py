@@ -15,7 +15,7 @@ class Contact(models.Model):
     # The API client that owns the row (decision 50); PROTECT: a client is revoked, not deleted.
     # No index of its own: (client, id) and (client, email) below lead with it (a client id is
     # ~110 characters, and every index on it costs the million-row imports).
-    client = models.ForeignKey("clients.ApiClient", on_delete=models.PROTECT, related_name="+",
+    client = models.ForeignKey("clients.Service", on_delete=models.PROTECT, related_name="+",
                                db_index=False)
     email = models.EmailField(max_length=254)
     name = models.CharField(max_length=200, blank=True, default="")
@@ -44,7 +44,7 @@ class ContactList(models.Model):
     """A static audience: the contacts an operator put in it."""
 
     # The API client that owns the row (decision 50); PROTECT: a client is revoked, not deleted.
-    client = models.ForeignKey("clients.ApiClient", on_delete=models.PROTECT, related_name="+")
+    client = models.ForeignKey("clients.Service", on_delete=models.PROTECT, related_name="+")
     name = models.CharField(max_length=200)
     contacts = models.ManyToManyField(Contact, related_name="lists", blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -62,7 +62,7 @@ class Segment(models.Model):
     """A dynamic audience: a filter on contact fields and attributes, evaluated in SQL."""
 
     # The API client that owns the row (decision 50); PROTECT: a client is revoked, not deleted.
-    client = models.ForeignKey("clients.ApiClient", on_delete=models.PROTECT, related_name="+")
+    client = models.ForeignKey("clients.Service", on_delete=models.PROTECT, related_name="+")
     name = models.CharField(max_length=200)
     definition = models.JSONField(default=dict)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -94,7 +94,7 @@ class Suppression(models.Model):
     email = models.EmailField(max_length=254, unique=True)
     reason = models.CharField(max_length=20, choices=Reason.choices, default=Reason.MANUAL)
     source = models.CharField(max_length=100, blank=True, default="")
-    client = models.ForeignKey("clients.ApiClient", null=True, blank=True, on_delete=models.SET_NULL,
+    client = models.ForeignKey("clients.Service", null=True, blank=True, on_delete=models.SET_NULL,
                                related_name="+", db_index=False)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -26,9 +26,9 @@ def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 20000
     prefix = f"bench{uuid.uuid4().hex[:8]}"
     rate = parse_rate("1000/min")  # the window holds up to 1000 entries, as a busy client would
-    rate_limit_hit(client_prefix=prefix, endpoint_class="bench", rate=rate)
+    rate_limit_hit(bucket=prefix, endpoint_class="bench", rate=rate)
     started = time.perf_counter()
-    allowed = sum(rate_limit_hit(client_prefix=prefix, endpoint_class="bench", rate=rate).allowed
+    allowed = sum(rate_limit_hit(bucket=prefix, endpoint_class="bench", rate=rate).allowed
                   for _ in range(n))
     elapsed = time.perf_counter() - started
     get_redis().delete(redis_key("throttle", prefix, "bench"))

@@ -29,12 +29,12 @@ def main() -> None:
 
     from audience.models import Contact, Segment
     from campaigns.models import Campaign
-    from clients.services import api_client_create
+    from clients.services import service_create
     from core.priorities import MAINTENANCE_QUEUE
     from notifier.celery import app
     from templates.services import template_create
 
-    client_row, key = api_client_create(name=f"bench-{time.time()}")
+    client_row, key = service_create(name=f"bench-{time.time()}")
     api = APIClient(HTTP_HOST="127.0.0.1")
     api.credentials(HTTP_AUTHORIZATION=f"Api-Key {key}")
     version = template_create(client=client_row, name=f"bench-api-{int(time.time())}", subject="Hi",

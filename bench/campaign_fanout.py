@@ -55,13 +55,13 @@ def main() -> None:
     from bench.pg_cpu import BackendCpu
     from campaigns.models import Campaign
     from campaigns.services.fanout import campaign_fanout
-    from clients.tenancy import client_by_reference
+    from clients.tenancy import service_by_reference
     from core.priorities import Priority, queue_for
     from delivery.models import EmailMessage
     from notifier.celery import app
     from templates.services import template_create
 
-    owner = client_by_reference(args.client)
+    owner = service_by_reference(args.client)
     contacts = Contact.objects.filter(client=owner).count()
     version = template_create(client=owner, name=f"bench-{int(time.time())}", subject="Hi {{ name }}",
                               html_body="<p>x</p>")

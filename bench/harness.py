@@ -175,8 +175,8 @@ def otp_api_key(client_name: str, *create_args: str) -> str:
     key = manage("create_api_key", client_name, *create_args).stdout.strip().splitlines()[-1]
     manage("shell", "-c", "from templates.models import Template;"
            "from templates.services import template_create;"
-           "from clients.models import ApiClient;"
-           f"client = ApiClient.objects.get_from_key({key!r});"
+           "from clients.selectors import service_for_key;"
+           f"client = service_for_key({key!r});"
            "Template.objects.filter(client=client, name='bench-otp').exists() or template_create("
            "client=client, name='bench-otp', subject='Code {{ code }}', html_body='<p>{{ code }}</p>')")
     return key

@@ -134,10 +134,10 @@ def scenario_env(
 def _setup_data(recipients: int) -> tuple[str, int, str, int]:
     """API key, template id and name, contact list id (contacts inserted with SQL)."""
     from campaigns.management.commands.send_demo_campaign import _demo_list
-    from clients.services import api_client_create
+    from clients.services import service_create
     from templates.services import template_create
 
-    client, key = api_client_create(name=f"million-{time.time()}")
+    client, key = service_create(name=f"million-{time.time()}")
     name = f"million-{int(time.time())}"
     version = template_create(client=client, name=name, subject="Hello {{ name }}",
                               html_body="<p>Hi <b>{{ name }}</b>, the day's news.</p>",

@@ -1,4 +1,4 @@
-"""The API client that owns a benchmark's rows: every template, contact, list and segment has
+"""The service that owns a benchmark's rows: every template, contact, list and segment has
 one (decision 50). Call after django.setup()."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from typing import Any
 
 
 def bench_client(name: str = "bench") -> Any:
-    """The oldest client called `name`, created (with a key nobody needs) when there is none."""
-    from clients.models import ApiClient
-    from clients.services import api_client_create
+    """The oldest service called `name`, created (with a key nobody needs) when there is none."""
+    from clients.models import Service
+    from clients.services import service_create
 
-    existing = ApiClient.objects.filter(name=name).order_by("created").first()
-    return existing or api_client_create(name=name)[0]
+    existing = Service.objects.filter(name=name).order_by("created").first()
+    return existing or service_create(name=name)[0]

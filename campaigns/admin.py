@@ -15,7 +15,7 @@ from django.utils.html import format_html_join
 from campaigns.models import Campaign
 from campaigns.selectors import campaign_counters
 from campaigns.services import lifecycle
-from clients.models import ApiClient
+from clients.models import Service
 
 
 def _run_action(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet, service, verb: str):
@@ -81,5 +81,5 @@ class CampaignAdmin(admin.ModelAdmin):
 def _client_name(client_id: object) -> str:
     if not client_id:
         return ""
-    name = ApiClient.objects.filter(pk=client_id).values_list("name", flat=True).first()
-    return f"client {name!r}" if name is not None else "a deleted client"
+    name = Service.objects.filter(pk=client_id).values_list("name", flat=True).first()
+    return f"service {name!r}" if name is not None else "a deleted service"

@@ -26,7 +26,7 @@ class Campaign(models.Model):
 
     name = models.CharField(max_length=200)
     external_id = models.CharField(max_length=200, blank=True, default="")
-    client = models.ForeignKey("clients.ApiClient", null=True, blank=True, on_delete=models.SET_NULL)
+    client = models.ForeignKey("clients.Service", null=True, blank=True, on_delete=models.SET_NULL)
     template_version = models.ForeignKey("templates.TemplateVersion", on_delete=models.PROTECT)
     priority = models.PositiveSmallIntegerField(
         choices=[(p.value, p.label) for p in Priority], default=Priority.NORMAL

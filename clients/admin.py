@@ -1,4 +1,5 @@
-"""API clients in the admin: create (the key is shown once), scopes, rates, revoke."""
+"""Services and their keys in the admin: a service with its keys and team list; keys created
+here are shown once (with their type prefix); revoke is an action that cannot be undone."""
 
 from __future__ import annotations
 
@@ -9,58 +10,133 @@ from django.http import HttpRequest
 from rest_framework_api_key.admin import APIKeyModelAdmin
 from rest_framework_api_key.models import APIKey
 
-from clients.models import ApiClient, IdempotencyRecord
+from clients.key_format import key_for_wire
+from clients.models import ApiKey, IdempotencyRecord, Service, TeamMember
 from clients.rates import parse_rate
 from clients.scopes import Scope, default_scopes
-from clients.services import api_client_revoke
+from clients.services import KeyRefusedError, api_key_revoke, rate_not_above_service, scopes_within_service
 from core.admin_tools import LargeTableAdmin, LargeTablePaginator
 
 
-class ApiClientForm(forms.ModelForm):
+def _checked_rates(value: object) -> dict:
+    value = value or {}
+    if not isinstance(value, dict):
+        raise forms.ValidationError('A JSON object such as {"send": "10/s"}.')
+    for rate in value.values():
+        try:
+            parse_rate(str(rate))
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from exc
+    return value
+
+
+class ServiceForm(forms.ModelForm):
     scopes = forms.MultipleChoiceField(choices=Scope.choices, widget=forms.CheckboxSelectMultiple,
                                        initial=default_scopes)
 
     class Meta:
-        model = ApiClient
-        fields = ["name", "scopes", "rate_limit", "endpoint_rate_limits", "expiry_date", "revoked"]
+        model = Service
+        fields = ["name", "scopes", "rate_limit", "endpoint_rate_limits"]
 
     def clean_endpoint_rate_limits(self) -> dict:
-        value = self.cleaned_data["endpoint_rate_limits"] or {}
-        if not isinstance(value, dict):
-            raise forms.ValidationError('A JSON object such as {"send": "10/s"}.')
-        for rate in value.values():
+        return _checked_rates(self.cleaned_data["endpoint_rate_limits"])
+
+
+class ApiKeyForm(forms.ModelForm):
+    scopes = forms.MultipleChoiceField(choices=Scope.choices, widget=forms.CheckboxSelectMultiple,
+                                       initial=default_scopes)
+
+    class Meta:
+        model = ApiKey
+        fields = ["service", "name", "key_type", "scopes", "rate_limit", "endpoint_rate_limits",
+                  "expiry_date", "revoked"]
+
+    def clean_endpoint_rate_limits(self) -> dict:
+        return _checked_rates(self.cleaned_data["endpoint_rate_limits"])
+
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        service = cleaned.get("service")
+        if service is not None:
             try:
-                parse_rate(str(rate))
-            except ValueError as exc:
-                raise forms.ValidationError(str(exc)) from exc
-        return value
+                scopes_within_service(service, cleaned.get("scopes"))
+                rate_not_above_service(service, cleaned.get("rate_limit") or "")
+            except KeyRefusedError as exc:
+                self.add_error(exc.field, str(exc))
+        return cleaned
+
+
+class TeamMemberInline(admin.TabularInline):
+    model = TeamMember
+    extra = 1
+
+
+class ApiKeyInline(admin.TabularInline):
+    """The service's keys at a glance; a key is made and revoked on its own page."""
+
+    model = ApiKey
+    fields = ["prefix", "name", "key_type", "scopes", "created", "last_used_at", "expiry_date",
+              "revoked"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
 
 
 # The library's own key model is not ours: a key made under its "API keys" page opens nothing.
-# Keys are API clients (below).
 admin.site.unregister(APIKey)
 
 
-@admin.register(ApiClient)
-class ApiClientAdmin(APIKeyModelAdmin):
-    form = ApiClientForm
-    list_display = ["prefix", "name", "scope_list", "rate_limit", "created", "last_used_at",
-                    "expiry_date", "revoked"]
-    list_filter = ["revoked"]
-    search_fields = ["name", "prefix"]
+@admin.register(Service)
+class ServiceAdmin(admin.ModelAdmin):
+    form = ServiceForm
+    list_display = ["name", "id", "scope_list", "rate_limit", "created"]
+    search_fields = ["name", "id", "api_keys__prefix"]
+    readonly_fields = ["id", "created"]
+    inlines = [ApiKeyInline, TeamMemberInline]
+
+    @admin.display(description="scopes")
+    def scope_list(self, service: Service) -> str:
+        return ", ".join(service.scopes or [])
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(APIKeyModelAdmin):
+    form = ApiKeyForm
+    list_display = ["prefix", "name", "service", "key_type", "scope_list", "created",
+                    "last_used_at", "expiry_date", "revoked"]
+    list_filter = ["key_type", "revoked"]
+    list_select_related = ["service"]
+    search_fields = ["name", "prefix", "service__name"]
+    autocomplete_fields = ["service"]
     actions = ["revoke"]
     paginator = LargeTablePaginator
     show_full_result_count = False
 
     @admin.display(description="scopes")
-    def scope_list(self, client: ApiClient) -> str:
-        return ", ".join(client.scopes or [])
+    def scope_list(self, api_key: ApiKey) -> str:
+        return ", ".join(api_key.scopes or [])
 
-    @admin.action(description="Revoke selected clients (cannot be undone)")
-    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiClient]) -> None:
-        for client in queryset:
-            api_client_revoke(client=client)
-        self.message_user(request, f"Revoked {queryset.count()} client(s).", messages.WARNING)
+    def save_model(self, request: HttpRequest, obj: ApiKey, form: object = None,
+                   change: bool = False) -> None:
+        if change:
+            obj.save()
+            return
+        obj.created_by = f"admin:{request.user.get_username()}"
+        library_key = ApiKey.objects.assign_key(obj)
+        obj.save()
+        key = key_for_wire(obj.key_type, library_key)
+        self.message_user(request, f"New API key {obj.name}: {key} (store it somewhere safe: it "
+                                   "is not shown again).", messages.WARNING)
+
+    @admin.action(description="Revoke selected keys (cannot be undone)")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
+        for api_key in queryset:
+            api_key_revoke(api_key=api_key)
+        self.message_user(request, f"Revoked {queryset.count()} key(s).", messages.WARNING)
 
 
 @admin.register(IdempotencyRecord)

@@ -3,7 +3,8 @@
 The key is looked up by its public prefix and checked against the stored SHA-512 hash with a
 constant-time compare (djangorestframework-api-key); revoked and expired keys are refused (401).
 A verified key is remembered for a few seconds (clients/key_cache.py); expiry is checked on
-every request.
+every request. The request's user becomes a `Caller` (clients/caller.py): the key's service and
+what this key may do.
 """
 
 from __future__ import annotations
@@ -11,17 +12,28 @@ from __future__ import annotations
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
-from clients.key_cache import client_for_key
-from clients.models import ApiClient
-from clients.services import api_client_touch
+from clients.caller import Caller, effective_scopes
+from clients.key_cache import api_key_for
+from clients.key_format import key_from_wire
+from clients.models import ApiKey
+from clients.services import api_key_touch
 
 KEYWORD = "Api-Key"
 
 
-class ApiKeyAuthentication(authentication.BaseAuthentication):
-    """The client becomes `request.user`, so views read the caller from one place."""
+def caller_for_key(api_key: ApiKey) -> Caller:
+    return Caller(
+        service=api_key.service, credential=api_key,
+        scopes=effective_scopes(api_key.scopes, api_key.service.scopes),
+        key_type=api_key.key_type, rate_limit=api_key.rate_limit,
+        endpoint_rate_limits=api_key.endpoint_rate_limits or None, label=api_key.prefix,
+    )
 
-    def authenticate(self, request: Request) -> tuple[ApiClient, ApiClient] | None:
+
+class ApiKeyAuthentication(authentication.BaseAuthentication):
+    """The Caller becomes `request.user` and the key `request.auth`."""
+
+    def authenticate(self, request: Request) -> tuple[Caller, ApiKey] | None:
         header = request.META.get("HTTP_AUTHORIZATION", "").strip()
         if not header:
             return None  # DRF answers 401 "not provided" (core/api/errors.py names the scheme)
@@ -34,17 +46,18 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed(
                 f"Unsupported authorization scheme: use 'Authorization: {KEYWORD} <key>'."
             )
-        key = key.strip()
+        claimed_type, library_key = key_from_wire(key.strip())
         try:
-            client = client_for_key(key)
-        except ApiClient.DoesNotExist:
+            api_key = api_key_for(library_key)
+        except ApiKey.DoesNotExist:
             raise exceptions.AuthenticationFailed("Invalid API key.") from None
-        # get_from_key already checked the hash; it does not check expiry (is_valid on the
-        # model is only the hash), so an expired key must be refused here.
-        if client.has_expired:
+        if claimed_type is not None and claimed_type != api_key.key_type:
+            raise exceptions.AuthenticationFailed("Invalid API key.")
+        # The hash was checked; expiry is not part of it, so an expired key is refused here.
+        if api_key.has_expired:
             raise exceptions.AuthenticationFailed("API key has expired.")
-        api_client_touch(client=client)
-        return client, client
+        api_key_touch(api_key=api_key)
+        return caller_for_key(api_key), api_key
 
     def authenticate_header(self, request: Request) -> str:
         return KEYWORD

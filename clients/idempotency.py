@@ -8,7 +8,7 @@
 
 Semantics (as Stripe's and the IETF draft-ietf-httpapi-idempotency-key-header):
 - no header: the request runs as usual;
-- same client + key + same request (method, path, JSON body): the first 2xx response is
+- same service + key + same request (method, path, JSON body): the first 2xx response is
   replayed (status and body) with `Idempotent-Replayed: true`, and nothing runs again;
 - same key, different request: 409;
 - same key while the first is still running: the duplicate waits for the first (at most
@@ -22,8 +22,8 @@ record back with its work, so a client retrying through an outage runs again at 
 meeting an orphaned "in progress" row (decision 101).
 Redis is a fast path for replays only and is best-effort (a Redis outage falls back to SQL):
 
-    notifier:idem-http:<client prefix>:<sha256 of key>   JSON {fp, status, body}, TTL 24 h
-    $ redis-cli GET notifier:idem-http:Ab12Cd34:9f86d0...
+    notifier:idem-http:<service id>:<sha256 of key>   JSON {fp, status, body}, TTL 24 h
+    $ redis-cli GET notifier:idem-http:svc_0123456789abcdef:9f86d0...
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from clients.models import ApiClient, IdempotencyRecord
+from clients.caller import Caller
+from clients.models import IdempotencyRecord, Service
 from core.redis_client import get_redis, redis_key
 
 logger = logging.getLogger(__name__)
@@ -72,23 +73,23 @@ def request_fingerprint(request: Request) -> str:
     return hashlib.sha256(f"{request.method} {request.path}\n{body}".encode()).hexdigest()
 
 
-def _cache_key(client: ApiClient, key: str) -> str:
-    return redis_key("idem-http", client.prefix, hashlib.sha256(key.encode()).hexdigest())
+def _cache_key(service: Service, key: str) -> str:
+    return redis_key("idem-http", service.pk, hashlib.sha256(key.encode()).hexdigest())
 
 
-def _cache_get(client: ApiClient, key: str) -> dict | None:
+def _cache_get(service: Service, key: str) -> dict | None:
     try:
-        raw = get_redis().get(_cache_key(client, key))
+        raw = get_redis().get(_cache_key(service, key))
     except redis.RedisError as exc:
         logger.warning("idempotency fast path unavailable: %s", exc)
         return None
     return json.loads(raw) if raw else None
 
 
-def _cache_put(client: ApiClient, key: str, record: IdempotencyRecord) -> None:
+def _cache_put(service: Service, key: str, record: IdempotencyRecord) -> None:
     payload = {"fp": record.fingerprint, "status": record.status_code, "body": record.response_body}
     try:
-        get_redis().set(_cache_key(client, key), json.dumps(payload),
+        get_redis().set(_cache_key(service, key), json.dumps(payload),
                         ex=settings.NOTIFIER_IDEMPOTENCY_TTL_SECONDS)
     except redis.RedisError as exc:
         logger.warning("idempotency fast path unavailable: %s", exc)
@@ -106,7 +107,7 @@ def _still_running() -> IdempotencyConflict:
     return exc
 
 
-def _record_insert(*, client: ApiClient, key: str, fingerprint: str) -> IdempotencyRecord:
+def _record_insert(*, service: Service, key: str, fingerprint: str) -> IdempotencyRecord:
     """Insert the record, waiting for a concurrent first request's transaction to end.
 
     Raises IntegrityError when a record is committed, or the 409 when the first request runs
@@ -120,7 +121,7 @@ def _record_insert(*, client: ApiClient, key: str, fingerprint: str) -> Idempote
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute("SELECT set_config('lock_timeout', %s, true)", [f"{wait_ms}ms"])
             record = IdempotencyRecord.objects.create(
-                client=client, key=key, fingerprint=fingerprint, locked_at=now, expires_at=expires
+                client=service, key=key, fingerprint=fingerprint, locked_at=now, expires_at=expires
             )
             cursor.execute("SET LOCAL lock_timeout TO DEFAULT")
             return record
@@ -130,15 +131,15 @@ def _record_insert(*, client: ApiClient, key: str, fingerprint: str) -> Idempote
         raise
 
 
-def idempotency_record_claim(*, client: ApiClient, key: str, fingerprint: str
+def idempotency_record_claim(*, service: Service, key: str, fingerprint: str
                              ) -> IdempotencyRecord | Response:
     """The new record to run under, or the stored response to replay. Call it inside the
     transaction that runs the request: the uncommitted record is the lock."""
     for _ in range(2):
         try:
-            return _record_insert(client=client, key=key, fingerprint=fingerprint)
+            return _record_insert(service=service, key=key, fingerprint=fingerprint)
         except IntegrityError:
-            existing = IdempotencyRecord.objects.filter(client=client, key=key).first()
+            existing = IdempotencyRecord.objects.filter(client=service, key=key).first()
         if existing is None:
             continue  # the other request failed and rolled its record back
         if existing.expires_at <= timezone.now() or existing.status_code is None:
@@ -146,23 +147,24 @@ def idempotency_record_claim(*, client: ApiClient, key: str, fingerprint: str
             # work (decision 101 made that impossible): free the key.
             IdempotencyRecord.objects.filter(pk=existing.pk).delete()
             continue
-        _cache_put(client, key, existing)
+        _cache_put(service, key, existing)
         return _replay(fingerprint, existing.fingerprint, existing.status_code, existing.response_body)
     raise IdempotencyConflict(f"This {HEADER} could not be claimed; retry.")
 
 
 def run_idempotently(handler: Callable[[], Response], request: Request) -> Response:
     raw = request.META.get("HTTP_IDEMPOTENCY_KEY")
-    client = request.user
-    if raw is None or not isinstance(client, ApiClient):
+    caller = request.user
+    if raw is None or not isinstance(caller, Caller):
         return handler()
+    service = caller.service
     key = _validated_key(raw)
     fingerprint = request_fingerprint(request)
-    cached = _cache_get(client, key)
+    cached = _cache_get(service, key)
     if cached:
         return _replay(fingerprint, cached["fp"], cached["status"], cached["body"])
     with transaction.atomic():
-        claimed = idempotency_record_claim(client=client, key=key, fingerprint=fingerprint)
+        claimed = idempotency_record_claim(service=service, key=key, fingerprint=fingerprint)
         if isinstance(claimed, Response):
             return claimed
         response = handler()
@@ -174,7 +176,7 @@ def run_idempotently(handler: Callable[[], Response], request: Request) -> Respo
         else:
             claimed.delete()  # not a success: the caller may correct the request and reuse the key
     if claimed.status_code is not None:
-        _cache_put(client, key, claimed)
+        _cache_put(service, key, claimed)
     return response
 
 

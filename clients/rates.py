@@ -13,6 +13,10 @@ class Rate:
     limit: int
     period_seconds: int
 
+    @property
+    def per_second(self) -> float:
+        return self.limit / self.period_seconds
+
     def __str__(self) -> str:
         unit = {1: "s", 60: "min", 3600: "hour", 86400: "day"}.get(self.period_seconds)
         return f"{self.limit}/{unit}" if unit else f"{self.limit}/{self.period_seconds}s"

@@ -26,11 +26,12 @@ class Scope(models.TextChoices):
     CAMPAIGNS = "campaigns", "manage contacts, lists and campaigns"
     SCHEDULES = "schedules", "manage schedules"
     ANALYTICS = "analytics", "read analytics (read-only)"
-    ADMIN = "admin", "everything, including templates and clients"
+    KEYS = "keys", "manage the service's own keys, OAuth clients and team list"
+    ADMIN = "admin", "everything, of every service"
 
 
 READ_ONLY_SCOPES = frozenset({Scope.ANALYTICS})
-DEFAULT_SCOPES = [Scope.SEND, Scope.CAMPAIGNS, Scope.SCHEDULES, Scope.ANALYTICS]
+DEFAULT_SCOPES = [Scope.SEND, Scope.CAMPAIGNS, Scope.SCHEDULES, Scope.ANALYTICS, Scope.KEYS]
 
 
 def default_scopes() -> list[str]:

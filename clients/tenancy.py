@@ -1,10 +1,11 @@
-"""Tenancy: every client-facing row belongs to one API client (decision 50).
+"""Tenancy: every client-facing row belongs to one service (decisions 50, 102).
 
-Every API view reads client data through `owned(...)`: a client sees only its own rows, a
-client with the `admin` scope sees every row. A row of another client is then simply absent
-(`owned_or_404` answers 404, never 403), so its id leaks nothing. Suppressions are
-platform-wide in effect (one sender reputation: a suppressed address is mailed by no client),
-but each records the client that caused it, and only that client lists or removes it.
+Every API view reads tenant data through `owned(...)` with the request's Caller: a service's
+keys see only its own rows, a key holding the `admin` scope sees every row. A row of another
+service is then simply absent (`owned_or_404` answers 404, never 403), so its id leaks nothing.
+Suppressions are platform-wide in effect (one sender reputation: a suppressed address is mailed
+by no service), but each records the service that caused it, and only that service lists or
+removes it. The owner column keeps its historical name, `client`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any, TypeVar
 from django.db.models import Model, Q, QuerySet
 from rest_framework.exceptions import NotFound
 
-from clients.models import ApiClient
+from clients.models import Service
 from clients.scopes import Scope
 
 M = TypeVar("M", bound=Model)
@@ -40,14 +41,16 @@ def owned_or_404(queryset: QuerySet[M], client: Any, *, message: str = "Not foun
     return row
 
 
-def client_by_reference(reference: str) -> ApiClient:
-    """The client a management command's `--client` names: its key prefix or its (unique) name.
+def service_by_reference(reference: str) -> Service:
+    """The service a management command's `--service` (or `--client`) names: its id, its
+    (unique) name, or the public prefix of one of its keys.
 
-    Raises ValueError when none or several clients match, so a command never guesses an owner.
+    Raises ValueError when none or several services match, so a command never guesses an owner.
     """
-    matches = list(ApiClient.objects.filter(Q(prefix=reference) | Q(name=reference))[:2])
+    matches = list(Service.objects.filter(
+        Q(pk=reference) | Q(name=reference) | Q(api_keys__prefix=reference)).distinct()[:2])
     if len(matches) != 1:
-        problem = "no API client" if not matches else "several API clients"
-        raise ValueError(f"{problem} with the key prefix or name {reference!r} "
-                         "(see `manage.py create_api_key` and the admin's API clients)")
+        problem = "no service" if not matches else "several services"
+        raise ValueError(f"{problem} with the id, name or key prefix {reference!r} "
+                         "(see `manage.py create_api_key` and the admin's services)")
     return matches[0]

@@ -47,7 +47,7 @@ class EmailMessage(models.Model):
     # chunk; Django applies SET_NULL when a client is deleted, and a row written in a race with
     # that delete keeps an id no client has, which no per-client query matches.
     client = models.ForeignKey(
-        "clients.ApiClient", null=True, blank=True, on_delete=models.SET_NULL, db_index=False,
+        "clients.Service", null=True, blank=True, on_delete=models.SET_NULL, db_index=False,
         db_constraint=False,
     )
     # No database constraint on contact and template version: PostgreSQL would check both once

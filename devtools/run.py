@@ -111,7 +111,7 @@ def _start_smtp_sink(env: dict[str, str]) -> subprocess.Popen | None:
 
 
 def _demo_setup(env: dict[str, str]) -> str:
-    """The demo API key (returned) and its client's demo template, in one Django process: each
+    """The demo API key (returned) and its service's demo template, in one Django process: each
     `manage.py` start costs seconds. A stored key is reused only while the database knows it
     (a key file can outlive its database: `make clean` of var/postgres, another DATABASE_URL)."""
     key_file = _var_dir(env) / "demo_api_key"
@@ -119,12 +119,12 @@ def _demo_setup(env: dict[str, str]) -> str:
     code = (
         "from templates.services import template_create;"
         "from templates.models import Template;"
-        "from clients.models import ApiClient;"
-        "from clients.services import api_client_create;"
+        "from clients.selectors import service_for_key;"
+        "from clients.services import service_create;"
         f"key = {stored!r};"
-        "key = key if key and ApiClient.objects.is_valid(key) else api_client_create(name='demo')[1];"
-        # The template belongs to the demo client (decision 50), so the tour's key can send it.
-        "client = ApiClient.objects.get_from_key(key);"
+        "key = key if key and service_for_key(key) else service_create(name='demo')[1];"
+        # The template belongs to the demo service (decision 50), so the tour's key can send it.
+        "client = service_for_key(key);"
         f"Template.objects.filter(client=client, name={DEMO_TEMPLATE['name']!r}).exists() or "
         f"template_create(client=client, **{DEMO_TEMPLATE!r});"
         "print(key)"

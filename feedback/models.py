@@ -130,7 +130,7 @@ class ReputationHold(models.Model):
 
     scope = models.CharField(max_length=10, choices=Scope.choices)
     campaign = models.ForeignKey("campaigns.Campaign", null=True, blank=True, on_delete=models.CASCADE)
-    client = models.ForeignKey("clients.ApiClient", null=True, blank=True, on_delete=models.CASCADE)
+    client = models.ForeignKey("clients.Service", null=True, blank=True, on_delete=models.CASCADE)
     metric = models.CharField(max_length=20)  # bounce_rate | complaint_rate
     rate = models.FloatField()
     threshold = models.FloatField()

@@ -17,6 +17,7 @@ api_v1 = [
          name="template-render"),
     path("", include("transactional.urls")),  # POST /api/v1/messages, GET /api/v1/messages/<id>
     path("api/v1/providers", ProviderListApi.as_view(), name="provider-list"),
+    path("", include("clients.urls")),  # the service, its keys and team list
 ]
 
 api_docs = [

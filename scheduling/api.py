@@ -10,6 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from clients.team import team_key_audience_check
 from clients.tenancy import owned, owned_or_404
 from core.priorities import Priority
 from scheduling import selectors, timing
@@ -117,7 +118,7 @@ class ScheduleListApi(APIView):
         schedules = list(owned(Schedule.objects.all(), request.user).order_by("-id")[:500])
         return Response({
             "schedules": _schedule_body(schedules),
-            "scheduled_messages": selectors.scheduled_messages(client=request.user),
+            "scheduled_messages": selectors.scheduled_messages(client=request.user.service),
             "queue_snapshot": selectors.queue_snapshot(now=now),
             "due_set": _due_set_body(now.timestamp()),
         })
@@ -131,9 +132,13 @@ class ScheduleListApi(APIView):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         try:
+            team_key_audience_check(request.user, data["definition"].get("recipients"))
+        except serializers.ValidationError as exc:  # named where it is in this body
+            raise serializers.ValidationError({"definition.recipients": exc.detail["recipients"]}) from exc
+        try:
             schedule = schedule_create_recurring(
-                client=request.user, name=data["name"], cron=data["cron"], timezone=data["timezone"],
-                definition=data["definition"], now=timezone.now(),
+                client=request.user.service, name=data["name"], cron=data["cron"],
+                timezone=data["timezone"], definition=data["definition"], now=timezone.now(),
             )
         except timing.TimingError as exc:
             raise serializers.ValidationError({exc.field: [str(exc)]}) from exc

@@ -24,7 +24,7 @@ class Schedule(models.Model):
         PAUSED = "paused"
         CANCELLED = "cancelled"
 
-    client = models.ForeignKey("clients.ApiClient", null=True, blank=True, on_delete=models.SET_NULL)
+    client = models.ForeignKey("clients.Service", null=True, blank=True, on_delete=models.SET_NULL)
     name = models.CharField(max_length=200)
     type = models.CharField(max_length=16, choices=Type.choices)
     cron = models.CharField(max_length=120, blank=True, default="")

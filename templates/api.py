@@ -109,7 +109,7 @@ class TemplateListCreateApi(generics.GenericAPIView):
     serializer_class = TemplateListItemSerializer
 
     def get_queryset(self):
-        return template_list_active(client=self.request.user)
+        return template_list_active(client=self.request.user.service)
 
     @extend_schema(summary="List active templates", responses={200: TemplateListItemSerializer(many=True)})
     def get(self, request: Request) -> Response:
@@ -125,9 +125,9 @@ class TemplateListCreateApi(generics.GenericAPIView):
     )
     @idempotent
     def post(self, request: Request) -> Response:
-        serializer = CreateInputSerializer(data=request.data, context={"client": request.user})
+        serializer = CreateInputSerializer(data=request.data, context={"client": request.user.service})
         serializer.is_valid(raise_exception=True)
-        version = _save(template_create, client=request.user, **serializer.validated_data)
+        version = _save(template_create, client=request.user.service, **serializer.validated_data)
         return Response(TemplateOutputSerializer(version).data, status=status.HTTP_201_CREATED)
 
 
@@ -145,7 +145,7 @@ class TemplateDetailApi(generics.GenericAPIView):
     def get(self, request: Request, template_id: int) -> Response:
         query = self.VersionQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        template = template_get_active(client=request.user, template_id=template_id)
+        template = template_get_active(client=request.user.service, template_id=template_id)
         version = template_version_get(template=template, number=query.validated_data.get("version"))
         return Response(TemplateOutputSerializer(version).data)
 
@@ -153,7 +153,7 @@ class TemplateDetailApi(generics.GenericAPIView):
                    responses={200: TemplateOutputSerializer},
                    examples=[OpenApiExample("New content", value=NEW_VERSION, request_only=True)])
     def put(self, request: Request, template_id: int) -> Response:
-        template = template_get_active(client=request.user, template_id=template_id)
+        template = template_get_active(client=request.user.service, template_id=template_id)
         serializer = VersionInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         version = _save(template_update, template=template, **serializer.validated_data)
@@ -161,7 +161,8 @@ class TemplateDetailApi(generics.GenericAPIView):
 
     @extend_schema(summary="Deactivate a template", responses={204: None})
     def delete(self, request: Request, template_id: int) -> Response:
-        template_deactivate(template=template_get_active(client=request.user, template_id=template_id))
+        template = template_get_active(client=request.user.service, template_id=template_id)
+        template_deactivate(template=template)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -194,7 +195,7 @@ class TemplateRenderApi(generics.GenericAPIView):
                                  value={"context": {"name": "Ada", "code": "123456"}, "locale": "fr"})],
     )
     def post(self, request: Request, template_id: int) -> Response:
-        template = template_get_active(client=request.user, template_id=template_id)
+        template = template_get_active(client=request.user.service, template_id=template_id)
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data

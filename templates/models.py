@@ -11,7 +11,7 @@ from django.db import models
 
 class Template(models.Model):
     # The API client that owns the template (decision 50); names are unique per client.
-    client = models.ForeignKey("clients.ApiClient", on_delete=models.PROTECT, related_name="+")
+    client = models.ForeignKey("clients.Service", on_delete=models.PROTECT, related_name="+")
     name = models.SlugField(max_length=100)
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -5,16 +5,16 @@ from __future__ import annotations
 from django.db.models import QuerySet
 from rest_framework.exceptions import NotFound
 
-from clients.models import ApiClient
+from clients.models import Service
 from clients.tenancy import owned, owned_or_404
 from templates.models import Template, TemplateVersion
 
 
-def template_list_active(*, client: ApiClient) -> QuerySet[Template]:
+def template_list_active(*, client: Service) -> QuerySet[Template]:
     return owned(Template.objects.filter(is_active=True), client)
 
 
-def template_get_active(*, client: ApiClient, template_id: int) -> Template:
+def template_get_active(*, client: Service, template_id: int) -> Template:
     """The active template if the client may see it (404 otherwise, also for another client's)."""
     return owned_or_404(Template.objects.filter(is_active=True), client, message="No such template.",
                         pk=template_id)

@@ -18,7 +18,7 @@ import redis
 from django.db import transaction
 from rest_framework import serializers
 
-from clients.models import ApiClient
+from clients.models import Service
 from core.redis_client import get_redis, redis_key
 from templates.models import Template, TemplateVersion
 from templates.rendering import TemplateError, required_variables
@@ -57,7 +57,7 @@ def _add_version(*, template: Template, number: int, subject: str, html_body: st
 
 
 @transaction.atomic
-def template_create(*, client: ApiClient, name: str, subject: str, html_body: str, text_body: str = "",
+def template_create(*, client: Service, name: str, subject: str, html_body: str, text_body: str = "",
                     variants: Variants | None = None) -> TemplateVersion:
     """Create the client's template with its first version (raises TemplateError on bad syntax)."""
     template = Template.objects.create(client=client, name=name)

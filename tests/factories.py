@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import itertools
 
-from clients.models import ApiClient
-from clients.services import api_client_create
+from clients.models import Service
+from clients.services import service_create
 from delivery.models import EmailMessage
 from templates.models import TemplateVersion
 from templates.services import template_create
@@ -15,12 +15,12 @@ OWNER_NAME = "test-service"
 _keys: dict[str, str] = {}  # client id -> plain key (ids are never reused, even after a rollback)
 
 
-def owner() -> ApiClient:
+def owner() -> Service:
     """The test's default API client: the one the `api` fixture's key belongs to, so rows made
     by factories belong to the client the test's requests are made as (decision 50)."""
-    client = ApiClient.objects.filter(name=OWNER_NAME).order_by("created").first()
+    client = Service.objects.filter(name=OWNER_NAME).order_by("created").first()
     if client is None:
-        client, _keys[""] = api_client_create(name=OWNER_NAME)
+        client, _keys[""] = service_create(name=OWNER_NAME)
         _keys[client.pk] = _keys.pop("")
     return client
 
@@ -40,7 +40,7 @@ def template_version(**overrides) -> TemplateVersion:
     return template_create(**{**fields, **overrides})
 
 
-def email_message(*, version: TemplateVersion | None = None, client: ApiClient | None = None,
+def email_message(*, version: TemplateVersion | None = None, client: Service | None = None,
                   **overrides) -> EmailMessage:
     n = next(_sequence)
     fields = {

@@ -20,8 +20,8 @@ from rest_framework.test import APIClient
 
 from audience.models import Contact, ContactList, Segment, Suppression
 from campaigns.models import Campaign
-from clients.models import ApiClient
-from clients.services import api_client_create
+from clients.models import ApiKey, Service, TeamMember
+from clients.services import api_key_create, service_create
 from delivery.models import EmailMessage
 from scheduling.models import Schedule
 from templates.models import Template
@@ -56,12 +56,12 @@ NOT_TENANT_DATA = {
 
 @dataclass
 class Tenant:
-    client: ApiClient
+    client: Service
     api: APIClient
 
 
 def _tenant(name: str, scopes: list[str] | None = None) -> Tenant:
-    client, key = api_client_create(name=name, scopes=scopes, rate_limit="100000/min")
+    client, key = service_create(name=name, scopes=scopes, rate_limit="100000/min")
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Api-Key {key}")
     return Tenant(client, api)
@@ -77,9 +77,11 @@ class Objects:
     schedule: Schedule
     message: EmailMessage
     suppression: Suppression
+    api_key: ApiKey
+    team_member: TeamMember
 
 
-def _objects_of(owner: ApiClient) -> Objects:
+def _objects_of(owner: Service) -> Objects:
     version = factories.template_version(client=owner, name=f"{SECRET}-otp")
     contact = Contact.objects.create(client=owner, email=f"ada@{SECRET}.example", name=SECRET,
                                      timezone="Europe/Paris")
@@ -97,7 +99,10 @@ def _objects_of(owner: ApiClient) -> Objects:
         scheduled_for=timezone.now() + timedelta(days=1), cancel_key=f"{SECRET}-key")
     suppression = Suppression.objects.create(email=f"gone@{SECRET}.example", reason="complaint",
                                              source=f"{SECRET}-source", client=owner)
-    return Objects(version.template, contact, contact_list, segment, campaign, schedule, message, suppression)
+    api_key, _ = api_key_create(service=owner, name=f"{SECRET}-key")
+    member = TeamMember.objects.create(service=owner, email=f"dev@{SECRET}.example")
+    return Objects(version.template, contact, contact_list, segment, campaign, schedule, message,
+                   suppression, api_key, member)
 
 
 def _routes(patterns: list, prefix: str = "") -> Iterator[tuple[str, URLPattern | URLResolver]]:
@@ -138,6 +143,8 @@ OBJECT_ROUTES: dict[str, Callable[[Objects], dict]] = {
     "api/v1/campaigns/<id:campaign_id>/test": lambda a: {"campaign_id": a.campaign.pk},
     "api/v1/campaigns/<id:campaign_id>/stats": lambda a: {"campaign_id": a.campaign.pk},
     "api/v1/suppressions/<str:email>": lambda a: {"email": a.suppression.email},
+    "api/v1/keys/<str:key_id>": lambda a: {"key_id": a.api_key.prefix},
+    "api/v1/team-members/<id:member_id>": lambda a: {"member_id": a.team_member.pk},
 }
 BODIES: dict[tuple[str, str], Callable[[Objects], dict]] = {
     ("api/v1/templates/<id:template_id>", "put"):
@@ -155,8 +162,10 @@ def _url(route: str, kwargs: dict) -> str:
     return "/" + route
 
 
-def _collection_checks(a: Objects, b: Tenant) -> dict[tuple[str, str], Callable[[], None]]:
-    """What B may do on a collection route, and what proves A's rows are untouched."""
+def _collection_checks(a: Objects, b: Tenant, team_key: bool = False
+                       ) -> dict[tuple[str, str], Callable[[], None]]:
+    """What B may do on a collection route, and what proves A's rows are untouched. A team key
+    is refused a list audience before the list is even looked up: the 400 names `recipients`."""
 
     def created_own(url: str, body: dict, model: type, name: str) -> Callable[[], None]:
         def check() -> None:
@@ -189,6 +198,16 @@ def _collection_checks(a: Objects, b: Tenant) -> dict[tuple[str, str], Callable[
                               "cron": "0 9 * * *", "definition": definition}, format="json")
         assert response.status_code == 201 and response.json()["id"] != a.schedule.pk, response.content
 
+    def new_key() -> None:
+        response = b.api.post("/api/v1/keys", {"name": a.api_key.name, "type": "test"}, format="json")
+        assert response.status_code == 201, response.content
+        assert ApiKey.objects.get(prefix=response.json()["id"]).service == b.client
+
+    def team_member() -> None:
+        response = b.api.post("/api/v1/team-members", {"email": a.team_member.email}, format="json")
+        assert response.status_code == 201, response.content
+        assert TeamMember.objects.filter(service=b.client, email=a.team_member.email).exists()
+
     def suppress_again() -> None:
         """B may suppress an address A's mail already suppressed, and learns nothing of A's row."""
         response = b.api.post("/api/v1/suppressions", {"email": a.suppression.email}, format="json")
@@ -207,10 +226,13 @@ def _collection_checks(a: Objects, b: Tenant) -> dict[tuple[str, str], Callable[
                                            "context": {"name": "x"}}, "template"),
         ("api/v1/notifications/email", "post"): send({
             "template_id": str(version.template_id),
-            "recipients": {"type": "list", "list_id": a.contact_list.pk}}, "list_id"),
+            "recipients": {"type": "list", "list_id": a.contact_list.pk}},
+            "recipients" if team_key else "list_id"),
         ("api/v1/schedules", "post"): new_schedule,
         ("api/v1/schedules/cancel", "post"): cancel_by_key,
         ("api/v1/suppressions", "post"): suppress_again,
+        ("api/v1/keys", "post"): new_key,
+        ("api/v1/team-members", "post"): team_member,
     }
 
 
@@ -224,19 +246,38 @@ def _assert_a_untouched(a: Objects) -> None:
     assert EmailMessage.objects.get(pk=a.message.pk).status == EmailMessage.Status.SCHEDULED
     assert Suppression.objects.get(pk=a.suppression.pk).client_id == a.template.client_id
     assert not EmailMessage.objects.filter(recipient="b@b.example").exists()  # no test send
+    assert not ApiKey.objects.get(pk=a.api_key.pk).revoked
+    assert TeamMember.objects.filter(pk=a.team_member.pk).exists()
 
 
 @pytest.fixture
 def tenants(db) -> tuple[Objects, Tenant, Tenant]:
-    a = _objects_of(_tenant("client-a").client)
-    b = _tenant("client-b", scopes=["send", "campaigns", "schedules", "analytics"])
+    a = _objects_of(_tenant(f"{SECRET}-service").client)
+    b = _tenant("client-b", scopes=["send", "campaigns", "schedules", "analytics", "keys"])
     admin = _tenant("operator", scopes=["admin"])
     return a, b, admin
 
 
-def test_every_route_hides_a_clients_objects_from_another(tenants):
+def _with_credential(b: Tenant, kind: str) -> Tenant:
+    """B calling with another of its credentials: every kind sees B's rows, never A's."""
+    if kind == "first key":
+        return b
+    key_type = {"second key": "live", "test key": "test", "team key": "team"}[kind]
+    _, key = api_key_create(service=b.client, name=kind, key_type=key_type,
+                            scopes=["send", "campaigns", "schedules", "analytics", "keys"])
+    # The walk's own sends go to b@b.example and x@b.example: B's team.
+    for email in ("b@b.example", "x@b.example"):
+        TeamMember.objects.get_or_create(service=b.client, email=email)
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Api-Key {key}")
+    return Tenant(b.client, api)
+
+
+@pytest.mark.parametrize("kind", ["first key", "second key", "test key", "team key"])
+def test_every_route_hides_a_clients_objects_from_another(tenants, kind):
     a, b, admin = tenants
-    collection = _collection_checks(a, b)
+    b = _with_credential(b, kind)
+    collection = _collection_checks(a, b, team_key=kind == "team key")
     walked = []
     for route, pattern in _routes(get_resolver().url_patterns):
         if route in NOT_TENANT_DATA:
@@ -353,28 +394,32 @@ def test_import_contacts_writes_the_named_clients_contacts(tmp_path):
     with pytest.raises(CommandError):
         call_command("import_contacts", str(path), "--client", "nobody")
     for client in (first, second):
-        call_command("import_contacts", str(path), "--client", client.prefix, "--list", "news")
+        call_command("import_contacts", str(path), "--service", client.api_keys.get().prefix,
+                     "--list", "news")
     rows = Contact.objects.filter(email="ada@example.com")
     assert sorted(rows.values_list("client_id", flat=True)) == sorted([first.pk, second.pk])
     assert ContactList.objects.filter(name="news").count() == 2
 
 
-def test_rows_from_before_tenancy_go_to_the_oldest_client(db):
-    """The migrations' owner: the oldest client, else a revoked placeholder (visible to admin)."""
-    from django.apps import apps
-
-    from clients.legacy_owner import PLACEHOLDER_NAME, legacy_owner_id
-
-    placeholder = ApiClient.objects.get(pk=legacy_owner_id(apps))
-    assert (placeholder.name, placeholder.revoked) == (PLACEHOLDER_NAME, True)
-    ApiClient.objects.all().delete()
-    oldest = _tenant("first").client
-    _tenant("second")
-    assert legacy_owner_id(apps) == oldest.pk
-
-
 BEFORE_TENANCY = [("audience", "0002_tables_renamed"), ("templates", "0002_template_locales"),
                   ("campaigns", "0005_audience_models_moved")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rows_from_before_tenancy_go_to_the_oldest_client_else_a_placeholder():
+    """The migrations' owner: the oldest client, else a revoked placeholder (visible to admin)."""
+    from clients.legacy_owner import PLACEHOLDER_NAME, legacy_owner_id
+
+    old = migrate_to(BEFORE_TENANCY)
+    clients = old.get_model("clients", "ApiClient")
+    clients.objects.all().delete()
+    placeholder = clients.objects.get(pk=legacy_owner_id(old))
+    assert (placeholder.name, placeholder.revoked) == (PLACEHOLDER_NAME, True)
+    clients.objects.all().delete()
+    first = clients.objects.create(id="aaaaaaaa.x", prefix="aaaaaaaa", hashed_key="x", name="first")
+    clients.objects.create(id="bbbbbbbb.x", prefix="bbbbbbbb", hashed_key="x", name="later")
+    assert legacy_owner_id(old) == first.pk
+    migrate_to(latest_migrations())
 
 
 @pytest.mark.django_db(transaction=True)
@@ -397,6 +442,11 @@ def test_the_migrations_give_rows_without_an_owner_to_the_oldest_client():
 
     latest = migrate_to(latest_migrations())
 
+    # Each client became a service of the same id holding that client's row as its key.
+    assert {s.pk: s.name for s in latest.get_model("clients", "Service").objects.all()} == {
+        first.pk: "first", later.pk: "later"}
+    assert {k.pk: k.service_id for k in latest.get_model("clients", "ApiKey").objects.all()} == {
+        first.pk: first.pk, later.pk: later.pk}
     for model, pk in (("templates.Template", template.pk), ("audience.Contact", contact.pk),
                       ("audience.ContactList", members.pk), ("audience.Segment", segment.pk)):
         assert latest.get_model(model).objects.get(pk=pk).client_id == first.pk, model

@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 
 from clients.idempotency import idempotent
 from clients.send_guards import MaySend
+from clients.team import team_list_check
 from clients.tenancy import owned, owned_or_404
 from core.api.fields import ContextField, SafeEmailField, StrictInputMixin
 from core.priorities import Priority
@@ -82,8 +83,9 @@ class MessageCreateApi(APIView):
         serializer = self.InputSerializer(data=request.data, context={"client_id": request.user.pk})
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
+        team_list_check(request.user, [data["to"]], field="to")
         created = message_create(
-            client=request.user,
+            client=request.user.service,
             recipient=data["to"],
             template_version=data["template"],
             context=data["context"],

@@ -24,7 +24,7 @@ from django.utils import timezone
 from rest_framework import exceptions, status
 
 from audience.selectors import email_is_suppressed_sql
-from clients.models import ApiClient
+from clients.models import Service
 from core.priorities import Priority
 from delivery.models import EmailMessage
 from delivery.services.dispatch import messages_enqueue
@@ -58,7 +58,7 @@ def _schedule_after_commit(message_id: int, due_at: datetime) -> None:
         logger.exception("could not add message %s to the due set; the sweep will", message_id)
 
 
-def client_idempotency_key(client: ApiClient, key: str | None) -> str:
+def client_idempotency_key(client: Service, key: str | None) -> str:
     """Callers' keys are scoped to the caller; without one every call is new."""
     return f"client:{client.pk}:{key}" if key else f"auto:{uuid.uuid4().hex}"
 
@@ -128,7 +128,7 @@ def _insert(message: EmailMessage) -> bool:
 
 def message_create(
     *,
-    client: ApiClient,
+    client: Service,
     recipient: str,
     template_version: TemplateVersion,
     context: dict,

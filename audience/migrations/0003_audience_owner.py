@@ -20,6 +20,8 @@ def _owner(name: str, null: bool) -> models.ForeignKey:
 
 
 class Migration(migrations.Migration):
+    # Its owner backfill writes API clients as they were before services (decision 102).
+    run_before = [('clients', '0004_services')]
 
     dependencies = [
         ('clients', '0003_idempotency_record'),

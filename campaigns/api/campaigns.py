@@ -17,6 +17,7 @@ from campaigns.services import lifecycle
 from campaigns.services.launch import campaign_launch_detailed
 from campaigns.validation import CampaignDefinitionSerializer
 from clients.send_guards import MaySend
+from clients.team import team_key_audience_check, team_list_check
 from clients.tenancy import owned, owned_or_404
 from core.api.schema import error_response
 from core.priorities import Priority
@@ -128,6 +129,7 @@ class CampaignSendApi(APIView):
     def post(self, request: Request) -> Response:
         if not isinstance(request.data, dict):
             raise serializers.ValidationError({"non_field_errors": ["Expected a JSON object."]})
+        team_key_audience_check(request.user, request.data.get("recipients"))
         try:
             launched = campaign_launch_detailed(definition=request.data, client_id=request.user.pk)
         except AudienceTooLargeError as exc:
@@ -233,12 +235,13 @@ class CampaignTestApi(APIView):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
+        team_list_check(request.user, data["emails"], field="emails")
         ids = []
         for email in data["emails"]:
             context = {"email": email, "name": "", "timezone": "", "locale": "", **data["data"]}
             created = message_create(
-                client=request.user, recipient=email.lower(), template_version=campaign.template_version,
-                context=context, priority=Priority.HIGH,
+                client=request.user.service, recipient=email.lower(),
+                template_version=campaign.template_version, context=context, priority=Priority.HIGH,
             )
             ids.append(created.message.pk)
         return Response({"message_ids": ids}, status=status.HTTP_202_ACCEPTED)

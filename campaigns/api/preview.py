@@ -49,7 +49,7 @@ class TemplatePreviewApi(APIView):
         """Render a template for one contact (subject, text, HTML)."""
         query = self.QuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        template = template_get_active(client=request.user, template_id=template_id)
+        template = template_get_active(client=request.user.service, template_id=template_id)
         version = template_version_get(template=template)
         reference = query.validated_data["contact"].strip()
         lookup = {"pk": int(reference)} if reference.isdigit() else {"email": reference.lower()}

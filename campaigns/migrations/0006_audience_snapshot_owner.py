@@ -18,6 +18,8 @@ def backfill(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
+    # Its owner backfill writes API clients as they were before services (decision 102).
+    run_before = [('clients', '0004_services')]
 
     dependencies = [
         ('campaigns', '0005_audience_models_moved'),

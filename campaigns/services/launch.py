@@ -19,7 +19,7 @@ from campaigns.campaign_schedule import ONE_OFF, audience_timezone_check, fallba
 from campaigns.jobs import campaign_fanout_enqueue
 from campaigns.models import Campaign
 from campaigns.validation import CampaignDefinitionSerializer
-from clients.models import ApiClient
+from clients.models import Service
 from core.priorities import Priority
 from scheduling.models import Schedule
 from scheduling.services.one_off import schedule_record_campaign
@@ -116,7 +116,7 @@ def _recurring_create(definition: dict, data: dict, client_id: int | None) -> Sc
     stored = {k: v for k, v in definition.items() if k not in ("schedule", "schedule_run")}
     stored["schedule"] = {"type": "immediate"}
     schedule = data["schedule"]
-    client = ApiClient.objects.filter(pk=client_id).first() if client_id else None
+    client = Service.objects.filter(pk=client_id).first() if client_id else None
     name = data.get("name") or data.get("campaign_id") or f"{data['template_id'].template.name} recurring"
     return schedule_create_recurring(client=client, name=name, cron=schedule["cron"],
                                      timezone=schedule["timezone"], definition=stored, now=timezone.now())

@@ -15,7 +15,7 @@ from django.db import transaction
 from django_celery_beat.models import CrontabSchedule, PeriodicTask
 from rest_framework.exceptions import ValidationError
 
-from clients.models import ApiClient
+from clients.models import Service
 from scheduling import extensions, timing
 from scheduling.models import Schedule
 from scheduling.services.cancel import campaign_messages_cancel
@@ -41,7 +41,7 @@ def _crontab(cron: str, tz_name: str) -> CrontabSchedule:
 
 
 def schedule_create_recurring(
-    *, client: ApiClient | None, name: str, cron: str, timezone: str, definition: dict, now: datetime
+    *, client: Service | None, name: str, cron: str, timezone: str, definition: dict, now: datetime
 ) -> Schedule:
     """Validate (TimingError on `cron` / `timezone`; ValidationError on `definition`, by the
     rules its runs will launch with), then store the schedule and its beat task."""

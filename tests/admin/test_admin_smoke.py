@@ -13,7 +13,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from clients.services import api_client_create
+from clients.services import service_create
 from delivery.models import EmailMessage
 from tests.factories import owner, template_version
 
@@ -25,7 +25,7 @@ MAX_SECONDS = 5.0   # each page; generous for a loaded 2-core machine
 def _bulk_insert_messages(count: int) -> None:
     """One INSERT ... SELECT over a generated series (seconds, not the minutes of bulk_create)."""
     version = template_version()
-    client, _ = api_client_create(name="bulk")
+    client, _ = service_create(name="bulk")
     table = EmailMessage._meta.db_table
     sql = f"""
         INSERT INTO {table} (recipient, context, template_version_id, client_id, priority, status,
@@ -114,17 +114,36 @@ def test_template_admin_edit_adds_a_version(superuser_client):
 
 
 @pytest.mark.django_db
-def test_client_admin_shows_the_key_once_on_create(superuser_client):
-    response = superuser_client.post(reverse("admin:clients_apiclient_add"), {
-        "name": "crm", "scopes": ["send", "campaigns"], "rate_limit": "100/min",
-        "endpoint_rate_limits": "{}", "expiry_date": ""}, follow=True)
+def test_key_admin_shows_the_key_once_on_create_with_its_type_prefix(superuser_client):
+    from clients.models import Service
+    from clients.selectors import api_key_verified
+
+    service = Service.objects.create(name="crm", scopes=["send", "campaigns", "analytics"])
+    response = superuser_client.post(reverse("admin:clients_apikey_add"), {
+        "service": service.pk, "name": "crm test", "key_type": "test",
+        "scopes": ["send", "campaigns"], "rate_limit": "100/min", "endpoint_rate_limits": "{}",
+        "expiry_date": ""}, follow=True)
     assert response.status_code == 200
     text = response.content.decode()
-    key = re.search(r"The API key for crm is: (\S+)\.", text).group(1)
-    from clients.models import ApiClient
-    client = ApiClient.objects.get_from_key(key)
-    assert client.scopes == ["send", "campaigns"] and client.rate_limit == "100/min"
-    assert key not in superuser_client.get(reverse("admin:clients_apiclient_changelist")).content.decode()
+    key = re.search(r"New API key crm test: (\S+) ", text).group(1)
+    assert key.startswith("ntf_test_")
+    api_key = api_key_verified(key)
+    assert api_key.service == service and api_key.created_by == "admin:ops"
+    assert api_key.scopes == ["send", "campaigns"] and api_key.rate_limit == "100/min"
+    assert key not in superuser_client.get(reverse("admin:clients_apikey_changelist")).content.decode()
+
+
+@pytest.mark.django_db
+def test_key_admin_refuses_a_scope_the_service_lacks(superuser_client):
+    from clients.models import ApiKey, Service
+
+    service = Service.objects.create(name="crm", scopes=["send"])
+    response = superuser_client.post(reverse("admin:clients_apikey_add"), {
+        "service": service.pk, "name": "wide", "key_type": "live", "scopes": ["send", "admin"],
+        "rate_limit": "", "endpoint_rate_limits": "{}", "expiry_date": ""})
+    assert response.status_code == 200  # the form again, with the error
+    assert "The service does not hold admin" in response.content.decode()
+    assert not ApiKey.objects.exists()
 
 
 def _changelist_queries(model_admin_class: type[admin.ModelAdmin], user, query: str = "") -> list[str]:

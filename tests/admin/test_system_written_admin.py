@@ -186,15 +186,15 @@ def test_admin_names_read_well(operator):
     index = operator.get("/admin/").content.decode()
     assert "Webhook requests" in index and "deliverys" not in index.lower()
     assert "Provider event coverage<" in index
-    # The library's own key model is not where keys are made: API clients are.
-    assert "/admin/rest_framework_api_key/" not in index and "API clients" in index
+    # The library's own key model is not where keys are made: a service's API keys are.
+    assert "/admin/rest_framework_api_key/" not in index
+    assert "Services and keys" in index and "API keys" in index and "Services<" in index
 
 
-def test_campaign_page_names_the_client_not_its_key_hash(operator):
+def test_campaign_page_names_the_service_not_its_id(operator):
     c = campaign(audience={"type": "list", "list_id": 7})
     c.audience["client_id"] = c.client_id
     c.save(update_fields=["audience"])
-    assert "sha512" in c.client_id  # an API client's id is its key's stored hash
     html = operator.get(reverse("admin:campaigns_campaign_change", args=[c.pk])).content.decode()
     line = re.search(r'field-audience_summary.*?<div class="readonly">(.*?)</div>', html, re.S).group(1)
-    assert line == "type=list, list_id=7; contacts of client &#x27;test-service&#x27;"
+    assert line == "type=list, list_id=7; contacts of service &#x27;test-service&#x27;"

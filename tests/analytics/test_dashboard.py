@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from campaigns.models import Campaign
-from clients.models import ApiClient
+from clients.models import Service
 from delivery.models import DeliveryAttempt, EmailMessage
 from feedback.normalize import EventType
 from feedback.services.processing import events_process
@@ -54,7 +54,7 @@ def test_dashboard_page_and_data(staff_client, settings):
 
 def test_campaign_progress_counts_against_the_whole_audience(staff_client, api):
     # The fan-out counted 1,000 recipients and has written 10 rows so far.
-    owner = ApiClient.objects.get(name="test-service")
+    owner = Service.objects.get(name="test-service")
     c = campaign(audience_size=1000, client=owner)
     sent_messages(3, campaign_obj=c)
     sent_messages(2, campaign_obj=c, status="CANCELLED")  # cancelled recipients are not done

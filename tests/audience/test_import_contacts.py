@@ -26,7 +26,7 @@ def csv_file(tmp_path):
 
 def _run(path, *args: str) -> str:
     out, err = StringIO(), StringIO()
-    owner = factories.owner().prefix
+    owner = factories.owner().name
     call_command("import_contacts", str(path), "--client", owner, *args, stdout=out, stderr=err)
     return out.getvalue() + err.getvalue()
 

@@ -8,7 +8,7 @@ import pytest
 from audience.models import Contact, Suppression
 from campaigns.models import Campaign
 from campaigns.services.fanout import campaign_fanout
-from clients.services import api_client_create
+from clients.services import service_create
 from delivery.models import EmailMessage
 from tests import factories
 from tests.campaigns.helpers import contacts_create, fanout_marks_replace
@@ -26,7 +26,7 @@ def parallel(settings) -> None:
 def campaign(purged_queues, parallel) -> Campaign:
     """2,300 contacts of the owner, most of them in the first third of the id space: another
     client's 4,000 contacts sit between the owner's first 2,000 and last 300."""
-    other = api_client_create(name="other-tenant")[0]
+    other = service_create(name="other-tenant")[0]
     contacts_create(2000, prefix="a")
     contacts_create(4000, prefix="o", client_id=other.pk)
     contacts_create(300, prefix="z")

@@ -22,7 +22,7 @@ from django.utils import timezone
 from campaigns.models import Campaign
 from campaigns.services.fanout import campaign_fanout
 from campaigns.services.lifecycle import campaign_complete, campaign_fail
-from clients.services import api_client_create
+from clients.services import service_create
 from delivery.models import EmailMessage
 from notifier.celery import app as celery_app
 from testkit import processes
@@ -52,7 +52,7 @@ def _last_bar(stderr: str) -> tuple[int, int]:
 
 @pytest.fixture
 def demo_client(transactional_db, purged_queues):
-    api_client_create(name="demo")  # what `make run` creates: the command's default --client
+    service_create(name="demo")  # what `make run` creates: the command's default --client
     yield
     celery_app.control.purge()  # the sends nobody consumed here
 

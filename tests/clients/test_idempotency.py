@@ -20,9 +20,10 @@ from rest_framework.response import Response
 from rest_framework.test import APIClient, APIRequestFactory, force_authenticate
 from rest_framework.views import APIView
 
+from clients.caller import Caller
 from clients.idempotency import IdempotentMixin
-from clients.models import ApiClient, IdempotencyRecord
-from clients.services import api_client_create
+from clients.models import IdempotencyRecord, Service
+from clients.services import service_create
 from core.redis_client import get_redis, redis_key
 from delivery.models import EmailMessage
 from templates.models import Template, TemplateVersion
@@ -80,7 +81,7 @@ def test_same_key_with_a_different_body_is_a_409(api):
 
 @pytest.mark.django_db
 def test_keys_are_scoped_to_the_client(api):
-    _, other_key = api_client_create(name="other")
+    _, other_key = service_create(name="other")
     other = APIClient()
     other.credentials(HTTP_AUTHORIZATION=f"Api-Key {other_key}")
     _post(api, BODY, "shared")
@@ -148,7 +149,7 @@ def _hold_record(key: str) -> psycopg2.extensions.connection:
         cursor.execute(
             "INSERT INTO clients_idempotencyrecord (client_id, key, fingerprint, locked_at, "
             "created_at, expires_at) VALUES (%s, %s, %s, now(), now(), now() + interval '1 hour')",
-            (ApiClient.objects.get().pk, key, fingerprint))
+            (Service.objects.get().pk, key, fingerprint))
     return held
 
 
@@ -188,7 +189,7 @@ def test_a_first_request_that_dies_leaves_no_record(api, monkeypatch):
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_duplicates_run_once_and_the_others_replay_it(live_server):
-    _, key = api_client_create(name="svc", rate_limit="10000/min")
+    _, key = service_create(name="svc", rate_limit="10000/min")
     headers = {"Authorization": f"Api-Key {key}", "Idempotency-Key": "race-1"}
 
     def call(_: int) -> requests.Response:
@@ -212,12 +213,12 @@ class _CreateView(IdempotentMixin, APIView):
 
 @pytest.mark.django_db
 def test_the_mixin_makes_any_post_idempotent():
-    client, _ = api_client_create(name="svc")
+    client, _ = service_create(name="svc")
 
     def call(name: str):
         request = APIRequestFactory().post("/x", {"name": name}, format="json",
                                            HTTP_IDEMPOTENCY_KEY="mix")
-        force_authenticate(request, user=client)
+        force_authenticate(request, user=Caller.of_service(client))
         return _CreateView.as_view()(request)
 
     assert call("a").data == call("a").data

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import requests
 
-from clients.services import api_client_create
+from clients.services import service_create
 from testkit import processes
 from testkit.ports import free_port
 from tests.support import web
@@ -32,14 +32,14 @@ def _assert_503(port: int, key: str) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_database_unreachable_is_a_503(spawn, tmp_path):
-    _, key = api_client_create(name="svc")
+    _, key = service_create(name="svc")
     port = _serve(spawn, tmp_path, DATABASE_URL=f"postgres://postgres@127.0.0.1:{free_port()}/none")
     _assert_503(port, key)
 
 
 @pytest.mark.django_db(transaction=True)
 def test_redis_unreachable_is_a_503(spawn, tmp_path):
-    _, key = api_client_create(name="svc")
+    _, key = service_create(name="svc")
     dead = f"redis://127.0.0.1:{free_port()}/0"
     port = _serve(spawn, tmp_path, REDIS_URL=dead, CELERY_BROKER_URL=dead)
     _assert_503(port, key)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from clients.services import api_client_create
+from clients.services import service_create
 from core.lua import script
 from core.redis_client import get_redis
 from testkit.ports import free_port
@@ -21,8 +21,8 @@ def _api(key: str) -> APIClient:
 
 
 def test_limited_client_gets_429_with_retry_after_and_others_are_untouched():
-    _, limited_key = api_client_create(name="flood", rate_limit="3/min")
-    _, other_key = api_client_create(name="calm", rate_limit="100/min")
+    _, limited_key = service_create(name="flood", rate_limit="3/min")
+    _, other_key = service_create(name="calm", rate_limit="100/min")
     limited, other = _api(limited_key), _api(other_key)
     responses = [limited.get(URL) for _ in range(5)]
     assert [r.status_code for r in responses] == [404, 404, 404, 429, 429]
@@ -35,7 +35,7 @@ def test_limited_client_gets_429_with_retry_after_and_others_are_untouched():
 
 
 def test_identity_comes_from_the_key_not_forwarded_headers():
-    _, key = api_client_create(name="flood", rate_limit="2/min")
+    _, key = service_create(name="flood", rate_limit="2/min")
     api = _api(key)
     codes = [api.get(URL, HTTP_X_FORWARDED_FOR=f"10.0.0.{n}", REMOTE_ADDR=f"10.1.0.{n}").status_code
              for n in range(4)]
@@ -44,7 +44,7 @@ def test_identity_comes_from_the_key_not_forwarded_headers():
 
 def test_endpoint_classes_have_their_own_rates_and_windows(settings):
     settings.NOTIFIER_API_RATES = {"send": "1/min"}
-    _, key = api_client_create(name="svc", endpoint_rate_limits={"default": "2/min"})
+    _, key = service_create(name="svc", endpoint_rate_limits={"default": "2/min"})
     api = _api(key)
     # POST /api/v1/messages is class "send": the settings' 1/min applies (no client override).
     assert api.post("/api/v1/messages", {}, format="json").status_code == 400
@@ -65,7 +65,7 @@ def redis_down(settings):
 
 
 def test_redis_down_is_a_503_in_the_error_shape_not_a_500(redis_down):
-    _, key = api_client_create(name="svc")
+    _, key = service_create(name="svc")
     response = _api(key).get(URL)
     assert response.status_code == 503
     assert response.json()["error"]["code"] == "unavailable"

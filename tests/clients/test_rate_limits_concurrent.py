@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-from clients.services import api_client_create
+from clients.services import service_create
 from testkit import processes
 from testkit.ports import free_port
 from tests.support import web
@@ -24,8 +24,8 @@ PER_CLIENT = 300
 
 @pytest.mark.django_db(transaction=True)
 def test_limited_client_gets_exactly_its_quota_across_processes(spawn, tmp_path):
-    _, limited_key = api_client_create(name="flood", rate_limit=f"{QUOTA}/min")
-    _, calm_key = api_client_create(name="calm", rate_limit="10000/min")
+    _, limited_key = service_create(name="flood", rate_limit=f"{QUOTA}/min")
+    _, calm_key = service_create(name="calm", rate_limit="10000/min")
     env = processes.subprocess_env()
     ports = [free_port(), free_port()]
     for port in ports:

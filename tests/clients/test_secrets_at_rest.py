@@ -33,8 +33,9 @@ from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
-from clients.models import ApiClient
-from clients.services import api_client_create, api_client_revoke
+from clients.key_format import key_from_wire
+from clients.models import ApiKey
+from clients.services import api_key_revoke, service_create
 from delivery.providers import get_provider
 from delivery.services.sending import message_batch_send
 from devtools.embedded import _postgres_bin_dir
@@ -143,11 +144,11 @@ def _use_sendgrid(settings) -> str:
 @pytest.mark.django_db(transaction=True)
 def test_a_database_dump_holds_no_secret_in_clear(client, settings):
     celery_app.control.purge()
-    keys = {"command": _key("billing"), "service": api_client_create(name="crm")[1]}
-    revoked_client, keys["revoked"] = api_client_create(name="old")
+    keys = {"command": _key("billing"), "service": service_create(name="crm")[1]}
+    revoked_client, keys["revoked"] = service_create(name="old")
     for key in keys.values():  # each key used for real: a write, an idempotent send, a bad try
         _use_key(client, key)
-    api_client_revoke(client=revoked_client)
+    api_key_revoke(api_key=revoked_client.api_keys.get())
     assert client.get("/api/v1/messages/1", **_auth(keys["revoked"])).status_code == 401
     others = {"mailgun webhook signing key": _use_mailgun_webhook(client, settings),
               "sendgrid api key": _use_sendgrid(settings)}
@@ -155,7 +156,7 @@ def test_a_database_dump_holds_no_secret_in_clear(client, settings):
 
     dump = _pg_dump()
     for name, key in keys.items():  # the dump has the keys table: prefix and hash are there
-        row = ApiClient.objects.get(prefix=key.partition(".")[0])
+        row = ApiKey.objects.get(prefix=key_from_wire(key)[1].partition(".")[0])
         assert row.prefix in dump and row.hashed_key in dump, f"{name}'s row is not in the dump"
     secrets_made = {f"{name} key": key for name, key in keys.items()}
     secrets_made |= {f"{name} key's secret": key.partition(".")[2] for name, key in keys.items()}
@@ -167,7 +168,7 @@ def test_a_database_dump_holds_no_secret_in_clear(client, settings):
 @pytest.mark.e2e
 @pytest.mark.django_db(transaction=True)
 def test_wrong_secret_and_revoked_key_are_refused_by_the_web_server(tmp_path, spawn):
-    client, key = api_client_create(name="svc")
+    client, key = service_create(name="svc")
     port = free_port()
     spawn(web_server(port, processes.subprocess_env(), tmp_path, workers=1))
     wait_until_serving(port)
@@ -179,7 +180,7 @@ def test_wrong_secret_and_revoked_key_are_refused_by_the_web_server(tmp_path, sp
     assert status(key) == 404  # a good key: past authentication, no such message
     assert status(_wrong_secret(key)) == 401
     assert status(key.partition(".")[0] + ".") == 401
-    api_client_revoke(client=client)
+    api_key_revoke(api_key=client.api_keys.get())
     cache_seconds = 5.0  # NOTIFIER_API_KEY_CACHE_SECONDS's default, which the server runs with
     deadline = time.monotonic() + cache_seconds + 5
     while status(key) != 401:
@@ -194,8 +195,8 @@ def _key_checks(calls: Spy, hashed_key: str) -> list[bool]:
 
 @pytest.mark.django_db
 def test_an_api_key_is_verified_with_a_constant_time_compare(client, compare_digest_calls):
-    api_client, key = api_client_create(name="svc")
-    hashed = ApiClient.objects.get(pk=api_client.pk).hashed_key
+    service, key = service_create(name="svc")
+    hashed = ApiKey.objects.get(service=service).hashed_key
     for presented, expected_status, expected_result in [(_wrong_secret(key), 401, False), (key, 404, True)]:
         compare_digest_calls.clear()
         assert client.get("/api/v1/messages/999999", **_auth(presented)).status_code == expected_status

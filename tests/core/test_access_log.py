@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import requests
 
-from clients.services import api_client_create
+from clients.services import service_create
 from testkit import processes
 from testkit.ports import free_port
 from testkit.waiting import wait_for
@@ -15,7 +15,7 @@ from tests.support import web
 
 @pytest.mark.django_db(transaction=True)
 def test_the_access_log_leaves_out_static_files_dashboard_polls_and_health_probes(spawn, tmp_path):
-    _, key = api_client_create(name="svc")
+    _, key = service_create(name="svc")
     port = free_port()
     server = spawn(web.web_server(port, processes.subprocess_env(), tmp_path, workers=1))
     web.wait_until_serving(port)

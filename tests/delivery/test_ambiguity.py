@@ -13,7 +13,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from campaigns.models import Campaign
-from clients.services import api_client_create
+from clients.services import service_create
 from delivery.models import AmbiguityRecord, EmailMessage, ProviderEventCoverage
 from delivery.providers.events import EventType
 from delivery.services.ambiguity import ambiguous_messages_resolve
@@ -142,7 +142,7 @@ def test_the_recovery_holds_a_lost_worker_send_and_logs_why(settings):
 def test_the_api_lists_a_service_its_own_ambiguous_sends_by_reason_and_age(api, window):
     mine = worker_lost("sendgrid", at=timezone.now() - timedelta(minutes=10))
     EmailMessage.objects.filter(id=mine.id).update(client=owner())
-    other, other_key = api_client_create(name="someone else")
+    other, other_key = service_create(name="someone else")
     theirs = worker_lost("sendgrid", at=timezone.now() - timedelta(minutes=10))
     EmailMessage.objects.filter(id=theirs.id).update(client=other)
     body = api.get("/api/v1/messages/ambiguous").json()

@@ -8,12 +8,14 @@ import pytest
 from django.db import connection
 
 from delivery.models import EmailMessage
-from tests import factories
-from tests.support.migrations import latest_migrations, migrate_to
+from tests.support.migrations import latest_migrations, migrate_to, old_template_version
 
-BEFORE = [("campaigns", "0006_audience_snapshot_owner"), ("delivery", "0007_contact_in_audience")]
+# With templates and clients as they were before services (issue 27): rows are written the old way.
+BEFORE_SERVICES = [("templates", "0003_template_owner"), ("clients", "0003_idempotency_record")]
+BEFORE = [("campaigns", "0006_audience_snapshot_owner"), ("delivery", "0007_contact_in_audience"),
+          *BEFORE_SERVICES]
 AFTER_58 = [("campaigns", "0007_campaign_fanout_ranges"),
-            ("delivery", "0008_message_client_no_db_constraint")]
+            ("delivery", "0008_message_client_no_db_constraint"), *BEFORE_SERVICES]
 
 
 def _foreign_keys(table: str) -> set[str]:
@@ -24,12 +26,12 @@ def _foreign_keys(table: str) -> set[str]:
 
 @pytest.mark.django_db(transaction=True)
 def test_the_client_constraint_goes_and_ranges_arrive_with_rows_in_place():
-    version = factories.template_version()
     old = migrate_to(BEFORE)
+    version = old_template_version(old)
     campaign = old.get_model("campaigns", "Campaign").objects.create(
         name="before", template_version_id=version.pk, status="SENDING", fanout_cursor=42)
     message = old.get_model("delivery", "EmailMessage").objects.create(
-        campaign_id=campaign.pk, client_id=factories.owner().pk, recipient="kept@example.com",
+        campaign_id=campaign.pk, client_id=version.template.client_id, recipient="kept@example.com",
         template_version_id=version.pk, idempotency_key="kept")
     assert "client_id" in _foreign_keys(EmailMessage._meta.db_table)
 
@@ -48,8 +50,8 @@ def test_the_client_constraint_goes_and_ranges_arrive_with_rows_in_place():
 
 @pytest.mark.django_db(transaction=True)
 def test_the_campaign_constraint_goes_with_rows_in_place_and_comes_back():
-    version = factories.template_version()
     old = migrate_to(AFTER_58)
+    version = old_template_version(old)
     campaign = old.get_model("campaigns", "Campaign").objects.create(
         name="before", template_version_id=version.pk, status="SENDING")
     message = old.get_model("delivery", "EmailMessage").objects.create(

@@ -21,7 +21,7 @@ import psutil
 import pytest
 import requests
 
-from clients.models import ApiClient
+from clients.models import Service
 from testkit import processes
 from testkit.ports import free_port
 from tests import factories
@@ -99,7 +99,7 @@ def _scheduled_posts(base_url: str, key: str) -> Iterator[float]:
 def test_api_latency_holds_with_500_slow_connections_open(process_env, api_key, otp_template, spawn,
                                                            tmp_path):
     key = api_key  # the client that owns otp_template, with a rate the load never reaches
-    ApiClient.objects.filter(name=factories.OWNER_NAME).update(rate_limit="100000/minute")
+    Service.objects.filter(name=factories.OWNER_NAME).update(rate_limit="100000/minute")
     port = free_port()
     spawn(processes.web_server(process_env, tmp_path, port, workers=2))
     wait_until_serving(port)

@@ -20,7 +20,7 @@ import requests
 import schemathesis
 from django.urls import resolve
 
-from clients.services import api_client_create
+from clients.services import service_create
 from devtools.run import DEMO_TEMPLATE
 from templates.services import template_create
 
@@ -44,6 +44,9 @@ WALK = [
     "POST /api/v1/schedules/{schedule_id}/pause", "POST /api/v1/schedules/{schedule_id}/resume",
     "DELETE /api/v1/schedules/{schedule_id}",
     "GET /api/v1/stats/overview", "GET /api/v1/providers",
+    "GET /api/v1/service", "POST /api/v1/keys", "GET /api/v1/keys", "GET /api/v1/keys/{key_id}",
+    "DELETE /api/v1/keys/{key_id}", "POST /api/v1/team-members", "GET /api/v1/team-members",
+    "DELETE /api/v1/team-members/{member_id}",
     "DELETE /api/v1/templates/{template_id}",
 ]
 # Path parameter <- (the operation whose answer holds it, the field of that answer).
@@ -53,6 +56,8 @@ CREATED_BY = {
     "email": ("POST /api/v1/suppressions", "email"),
     "campaign_id": ("POST /api/v1/notifications/email", "campaign_id"),
     "schedule_id": ("POST /api/v1/schedules", "id"),
+    "key_id": ("POST /api/v1/keys", "id"),
+    "member_id": ("POST /api/v1/team-members", "id"),
 }
 
 
@@ -64,7 +69,7 @@ def schema(live_server) -> dict:
 @pytest.fixture
 def demo_key(transactional_db, purged_queues) -> str:
     """What `make run` starts with: the demo client (default scopes) and its template."""
-    client, key = api_client_create(name="demo")
+    client, key = service_create(name="demo")
     template_create(client=client, **DEMO_TEMPLATE)
     return key
 

@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from clients.services import api_client_create
+from clients.services import service_create
 from templates.services import template_create
 
 MAX_EXAMPLES = 40
@@ -45,7 +45,7 @@ _BODY_POISON = st.one_of(_NUL, _OVERLONG, st.sampled_from(["\ud800", "a\udfffb",
 
 @pytest.fixture
 def api_key(transactional_db) -> str:
-    client, key = api_client_create(name="fuzzer", scopes=["admin"], rate_limit="100000/min")
+    client, key = service_create(name="fuzzer", scopes=["admin"], rate_limit="100000/min")
     template_create(client=client, name="otp", subject="Code {{ code }}", html_body="<p>{{ code }}</p>")
     return key
 

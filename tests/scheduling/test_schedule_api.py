@@ -196,12 +196,12 @@ def test_a_recurring_run_is_claimed_once_per_slot_and_not_while_paused(api, otp_
 
 def test_a_one_off_campaign_schedule_lists_its_pending_count_and_cancel_stops_its_rows(api, api_key):
     from campaigns.models import Campaign
-    from clients.models import ApiClient
+    from clients.models import Service
     from scheduling.services.one_off import schedule_record_campaign
     from tests import factories
 
     version = factories.template_version()
-    client = ApiClient.objects.get()
+    client = Service.objects.get()
     campaign = Campaign.objects.create(name="flash sale", template_version=version, client=client)
     at = timezone.now() + timedelta(hours=3)
     rows = [factories.email_message(version=version, campaign=campaign, status=Status.SCHEDULED,
@@ -285,12 +285,12 @@ def test_admin_lists_schedules_and_its_pause_action_uses_the_service(api, admin_
 
 def test_the_schedules_listing_shows_the_clients_waiting_one_off_sends(send, api):
     """A local_time or delayed message is listed (soonest first); another client's is not."""
-    from clients.services import api_client_create
+    from clients.services import service_create
 
     local = send({"type": "local_time", "local_time": "09:00", "timezone": "Europe/Berlin"}).json()
     delayed = send({"type": "delayed", "delay_seconds": 60, "cancel_key": "cart-7"}).json()
     immediate = send().json()
-    other_client, _ = api_client_create(name="other-service")
+    other_client, _ = service_create(name="other-service")
     foreign = EmailMessage.objects.get(pk=delayed["id"])
     foreign.pk, foreign.idempotency_key, foreign.client = None, "other-1", other_client
     foreign.save()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from clients.services import api_client_create
+from clients.services import service_create
 from templates.models import Template, TemplateVersion
 from templates.rendering import render_version
 
@@ -127,7 +127,7 @@ def test_unknown_ids_are_404_even_past_bigint(api):
 
 
 def test_templates_need_the_send_or_campaigns_scope():
-    _, key = api_client_create(name="reports", scopes=["analytics"])
+    _, key = service_create(name="reports", scopes=["analytics"])
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Api-Key {key}")
     assert client.get("/api/v1/templates").status_code == 403

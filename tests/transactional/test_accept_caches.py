@@ -15,7 +15,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from clients.services import api_client_revoke
+from clients.services import api_key_revoke
 from delivery.models import EmailMessage
 from feedback.models import ReputationHold
 from templates.services import template_update
@@ -77,7 +77,7 @@ def test_a_revoked_key_is_refused_by_every_web_process_within_the_cache_seconds(
     base_url = _serve(spawn, {**process_env, "NOTIFIER_API_KEY_CACHE_SECONDS": str(cache_seconds)},
                       tmp_path)
     assert _statuses(base_url, api_key) == [202] * ROUNDS
-    api_client_revoke(client=factories.owner())
+    api_key_revoke(api_key=factories.owner().api_keys.get())
     time.sleep(cache_seconds + 0.2)
     assert _statuses(base_url, api_key) == [401] * ROUNDS
 

@@ -4,8 +4,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from audience.models import Suppression
-from clients.models import ApiClient
-from clients.services import api_client_create
+from clients.models import ApiKey
+from clients.services import service_create
 from delivery.models import EmailMessage
 from templates.models import Template
 from templates.services import template_create
@@ -44,14 +44,15 @@ def test_requests_without_a_valid_key_are_refused(header):
 
 
 def test_revoked_key_is_refused(api, api_key, send):
-    ApiClient.objects.update(revoked=True)
+    ApiKey.objects.update(revoked=True)
     assert send(OTP).status_code == 401
 
 
 def test_key_is_stored_only_as_a_hash(api_key):
-    client = ApiClient.objects.get()
-    assert api_key not in (client.hashed_key, client.prefix, client.id)
-    assert client.hashed_key.startswith("sha512$$")
+    key_row = ApiKey.objects.get()
+    assert api_key not in (key_row.hashed_key, key_row.prefix, key_row.id)
+    assert api_key.split(".")[-1] not in key_row.hashed_key + key_row.id
+    assert key_row.hashed_key.startswith("sha512$$")
 
 
 def test_template_create_returns_first_version(api):
@@ -110,7 +111,7 @@ def test_an_idempotency_key_reused_with_a_different_body_is_a_409_either_way(
 
 
 def test_idempotency_keys_are_scoped_to_the_client(api, otp_template, send):
-    other_client, other_key = api_client_create(name="other")
+    other_client, other_key = service_create(name="other")
     template = otp_template.template
     template_create(client=other_client, name=template.name, subject=otp_template.subject,
                     html_body=otp_template.html_body)  # its own template of the same name
@@ -159,7 +160,7 @@ def test_message_detail_shows_status_and_is_private_to_its_client(api, otp_templ
     detail = api.get(f"/api/v1/messages/{message_id}").json()
     assert detail["status"] == "QUEUED" and detail["priority"] == "critical"
     assert detail["template"] == "otp" and detail["attempts"] == 0
-    _, other_key = api_client_create(name="other")
+    _, other_key = service_create(name="other")
     other = APIClient()
     other.credentials(HTTP_AUTHORIZATION=f"Api-Key {other_key}")
     assert other.get(f"/api/v1/messages/{message_id}").status_code == 404

@@ -1,8 +1,8 @@
-"""python manage.py import_contacts FILE.csv --client PREFIX|NAME [--list NAME] [--batch-size N] [--dry-run]
+"""python manage.py import_contacts FILE.csv --service NAME [--list NAME] [--batch-size N] [--dry-run]
 
 Resumable: run it again after an interruption and it continues after the last committed batch
 (progress is kept per client and file, keyed by path, size and modification time). The contacts
-(and the list) belong to the API client `--client` names (decision 50).
+(and the list) belong to the service `--service` names (decision 50; `--client` is its old name).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from audience.services.importer import contacts_import, file_row_count
-from clients.tenancy import client_by_reference
+from clients.tenancy import service_by_reference
 from core.ops import command_stderr, progress
 
 
@@ -21,8 +21,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("file")
-        parser.add_argument("--client", required=True,
-                            help="the API client (key prefix or name) that owns the contacts")
+        parser.add_argument("--service", "--client", dest="service", required=True,
+                            help="the service (id, name or a key's prefix) that owns the contacts")
         parser.add_argument("--list", default="", help="also add every imported contact to this list")
         parser.add_argument("--batch-size", type=int, default=50_000)
         parser.add_argument("--dry-run", action="store_true", help="validate and count; write nothing")
@@ -31,7 +31,7 @@ class Command(BaseCommand):
     def handle(self, *args: object, **options: object) -> None:
         path = str(options["file"])
         try:
-            owner = client_by_reference(str(options["client"]))
+            owner = service_by_reference(str(options["service"]))
             total = file_row_count(path)
         except (OSError, ValueError) as exc:
             raise CommandError(str(exc)) from exc

@@ -1,7 +1,7 @@
-"""python manage.py send_demo_campaign --recipients N [--client PREFIX|NAME]: a first-run demo.
+"""python manage.py send_demo_campaign --recipients N [--service NAME]: a first-run demo.
 
-Creates N demo contacts (demo-<i>@example.com) in a list, a demo template, all owned by the API
-client `--client` names (default: `demo`, the client `make run` creates), launches a campaign
+Creates N demo contacts (demo-<i>@example.com) in a list, a demo template, all owned by the
+service `--service` names (default: `demo`, the service `make run` creates), launches a campaign
 to the list through the same service as the API, and shows its progress from the campaign's
 counters until it ends (one line redrawn on a terminal, a plain line now and then otherwise),
 then a summary in words. Needs the workers running (`make run`).
@@ -19,8 +19,8 @@ from audience.services.contacts import audience_statistics_refresh
 from campaigns.models import Campaign
 from campaigns.selectors import campaign_counters
 from campaigns.services.launch import campaign_launch
-from clients.models import ApiClient
-from clients.tenancy import client_by_reference
+from clients.models import Service
+from clients.tenancy import service_by_reference
 from core.ops import Progress, command_stderr, progress
 from templates.models import Template
 from templates.services import template_create
@@ -34,8 +34,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--recipients", type=int, default=1000)
-        parser.add_argument("--client", default="demo",
-                            help="the API client (key prefix or name) that owns the demo's rows")
+        parser.add_argument("--service", "--client", dest="service", default="demo",
+                            help="the service (id, name or a key's prefix) that owns the demo's rows")
         parser.add_argument("--priority", default="low", choices=["critical", "high", "normal", "low"])
         parser.add_argument("--timeout", type=float, default=1800, help="stop watching after this many s")
 
@@ -44,7 +44,7 @@ class Command(BaseCommand):
         if not 1 <= n <= 10_000_000:
             raise CommandError("--recipients must be between 1 and 10,000,000")
         try:
-            owner = client_by_reference(str(options["client"]))
+            owner = service_by_reference(str(options["service"]))
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
         contact_list = _demo_list(owner, n)
@@ -98,7 +98,7 @@ def _summary(campaign: Campaign, counters: dict[str, int]) -> str:
     return f"campaign {campaign.pk} {campaign.status.lower()}: {', '.join(parts)}"
 
 
-def _demo_template(owner: ApiClient) -> int:
+def _demo_template(owner: Service) -> int:
     template = Template.objects.filter(client=owner, name=TEMPLATE).first()
     if template:
         return template.pk
@@ -108,7 +108,7 @@ def _demo_template(owner: ApiClient) -> int:
     ).template_id
 
 
-def _demo_list(owner: ApiClient, n: int) -> ContactList:
+def _demo_list(owner: Service, n: int) -> ContactList:
     """demo-0 .. demo-<n-1>@example.com, created in one statement; members added in another."""
     contact_list, _ = ContactList.objects.get_or_create(client=owner, name=f"demo-{n}")
     table, members = Contact._meta.db_table, ContactList.contacts.through._meta.db_table
