@@ -12,7 +12,7 @@ from django.db import models
 class Contact(models.Model):
     """Someone a campaign can reach. `email` is stored lower-cased so joins are exact."""
 
-    # The API client that owns the row (decision 50); PROTECT: a client is revoked, not deleted.
+    # The service that owns the row (decisions 50, 102); PROTECT: a service is not deleted with rows.
     # No index of its own: (client, id) and (client, email) below lead with it (a client id is
     # ~110 characters, and every index on it costs the million-row imports).
     client = models.ForeignKey("clients.Service", on_delete=models.PROTECT, related_name="+",
@@ -43,7 +43,7 @@ class Contact(models.Model):
 class ContactList(models.Model):
     """A static audience: the contacts an operator put in it."""
 
-    # The API client that owns the row (decision 50); PROTECT: a client is revoked, not deleted.
+    # The service that owns the row (decisions 50, 102); PROTECT: a service is not deleted with rows.
     client = models.ForeignKey("clients.Service", on_delete=models.PROTECT, related_name="+")
     name = models.CharField(max_length=200)
     contacts = models.ManyToManyField(Contact, related_name="lists", blank=True)
@@ -61,7 +61,7 @@ class ContactList(models.Model):
 class Segment(models.Model):
     """A dynamic audience: a filter on contact fields and attributes, evaluated in SQL."""
 
-    # The API client that owns the row (decision 50); PROTECT: a client is revoked, not deleted.
+    # The service that owns the row (decisions 50, 102); PROTECT: a service is not deleted with rows.
     client = models.ForeignKey("clients.Service", on_delete=models.PROTECT, related_name="+")
     name = models.CharField(max_length=200)
     definition = models.JSONField(default=dict)

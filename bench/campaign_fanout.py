@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument("--priority", default="normal")
     parser.add_argument("--make-csv", default="")
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows --make-csv writes")
-    parser.add_argument("--client", default="", help="the API client (key prefix or name) owning contacts")
+    parser.add_argument("--client", default="", help="the service (id, name or a key prefix) owning contacts")
     parser.add_argument("--keep", action="store_true", help="keep the rows (for a send benchmark)")
     parser.add_argument("--connections", type=int, default=0,
                         help="NOTIFIER_FANOUT_CONNECTIONS for this run (default: the setting)")

@@ -1,4 +1,4 @@
-"""What an API client may do: scopes, and the DRF permission that checks them.
+"""What a key may do: scopes, and the DRF permission that checks them.
 
 Any view opts in with one line, either
 
@@ -8,7 +8,7 @@ or, keeping the project's default permissions (which include `HasViewScope`),
 
     required_scope = "campaigns"            # or a tuple: any of them
 
-A client without the scope gets 403 in the error shape. The `analytics` scope is read-only: it
+A key without the scope gets 403 in the error shape. The `analytics` scope is read-only: it
 never grants an unsafe method. `admin` grants every scope.
 """
 

@@ -1,4 +1,4 @@
-"""Whether an API client may start new sends: rules other apps register, one DRF permission.
+"""Whether a service may start new sends: rules other apps register, one DRF permission.
 
 The client is the tenant, so "this client may not send now" is a fact about the client; the
 rule that decides it lives above (feedback's reputation guard holds a client whose bounce or

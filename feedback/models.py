@@ -122,7 +122,7 @@ class SoftBounceTally(models.Model):
 
 
 class ReputationHold(models.Model):
-    """Why the reputation guard paused a campaign or held an API client (one row per decision)."""
+    """Why the reputation guard paused a campaign or held a service (one row per decision)."""
 
     class Scope(models.TextChoices):
         CAMPAIGN = "campaign"

@@ -7,7 +7,7 @@ from feedback.models import ReputationHold
 from feedback.services.reputation import client_on_hold
 
 HOLD_REFUSAL = Refusal(
-    message=("This API client is on a reputation hold (bounce or complaint rate over the "
+    message=("This service is on a reputation hold (bounce or complaint rate over the "
              "threshold); an operator must release it in the admin before it can send again."),
     code="reputation_hold",
 )

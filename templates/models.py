@@ -10,7 +10,7 @@ from django.db import models
 
 
 class Template(models.Model):
-    # The API client that owns the template (decision 50); names are unique per client.
+    # The service that owns the template (decisions 50, 102); names are unique per service.
     client = models.ForeignKey("clients.Service", on_delete=models.PROTECT, related_name="+")
     name = models.SlugField(max_length=100)
     is_active = models.BooleanField(default=True)

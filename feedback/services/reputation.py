@@ -1,4 +1,4 @@
-"""Reputation guard: pause a campaign, or hold an API client, whose bounce or complaint rate is
+"""Reputation guard: pause a campaign, or hold a service, whose bounce or complaint rate is
 too high, and record why (ReputationHold).
 
 Rates are hard bounces (resp. complaints) over messages sent, over a rolling window
@@ -78,7 +78,7 @@ def reputation_check(
 
 
 def client_on_hold(*, client_id: str) -> bool:
-    """Whether the guard holds this API client (for the send path / API to consult)."""
+    """Whether the guard holds this service (for the send path / API to consult)."""
     return ReputationHold.objects.filter(
         scope=ReputationHold.Scope.CLIENT, client_id=client_id, released_at__isnull=True
     ).exists()
