@@ -23,3 +23,10 @@ class KeyType(models.TextChoices):
 def sends_for_real(key_type: str) -> bool:
     """True unless the key is a test key: its messages never leave the platform."""
     return key_type != KeyType.TEST
+
+
+def caller_key_type(request: object) -> str:
+    """The type of the key a request was authenticated with: what every creating view passes to
+    its service (`key_type=`) and every reading view to its selector. Until keys carry a type
+    (issue 27's ApiKey), every caller is live: this getattr is the one line to change."""
+    return getattr(getattr(request, "auth", None), "key_type", KeyType.LIVE)

@@ -10,6 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from clients.key_types import caller_key_type
 from clients.tenancy import owned, owned_or_404
 from core.priorities import Priority
 from scheduling import selectors, timing
@@ -117,7 +118,8 @@ class ScheduleListApi(APIView):
         schedules = list(owned(Schedule.objects.all(), request.user).order_by("-id")[:500])
         return Response({
             "schedules": _schedule_body(schedules),
-            "scheduled_messages": selectors.scheduled_messages(client=request.user),
+            "scheduled_messages": selectors.scheduled_messages(client=request.user,
+                                                               key_type=caller_key_type(request)),
             "queue_snapshot": selectors.queue_snapshot(now=now),
             "due_set": _due_set_body(now.timestamp()),
         })
@@ -133,7 +135,7 @@ class ScheduleListApi(APIView):
         try:
             schedule = schedule_create_recurring(
                 client=request.user, name=data["name"], cron=data["cron"], timezone=data["timezone"],
-                definition=data["definition"], now=timezone.now(),
+                definition=data["definition"], now=timezone.now(), key_type=caller_key_type(request),
             )
         except timing.TimingError as exc:
             raise serializers.ValidationError({exc.field: [str(exc)]}) from exc

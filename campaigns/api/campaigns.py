@@ -16,6 +16,7 @@ from campaigns.selectors import campaign_counters
 from campaigns.services import lifecycle
 from campaigns.services.launch import campaign_launch_detailed
 from campaigns.validation import CampaignDefinitionSerializer
+from clients.key_types import caller_key_type
 from clients.send_guards import MaySend
 from clients.tenancy import owned, owned_or_404
 from core.api.schema import error_response
@@ -129,7 +130,8 @@ class CampaignSendApi(APIView):
         if not isinstance(request.data, dict):
             raise serializers.ValidationError({"non_field_errors": ["Expected a JSON object."]})
         try:
-            launched = campaign_launch_detailed(definition=request.data, client_id=request.user.pk)
+            launched = campaign_launch_detailed(definition=request.data, client_id=request.user.pk,
+                                                key_type=caller_key_type(request))
         except AudienceTooLargeError as exc:
             raise TooLarge(str(exc)) from exc
         if launched.schedule is not None:
