@@ -118,6 +118,7 @@ def _one_off_record(campaign: Campaign) -> Schedule:
     return schedule_record_campaign(
         client_id=campaign.client_id, campaign_id=campaign.pk, name=campaign.name, type=schedule["type"],
         scheduled_at=send_at, timezone=fallback_zone(schedule) or "UTC", definition={},
+        key_type=campaign.key_type,
     )
 
 

@@ -15,6 +15,7 @@ from campaigns.services.fanout import campaign_fanout
 from campaigns.services.launch import campaign_launch, campaign_launch_detailed
 from clients.key_types import KeyType
 from delivery.models import EmailMessage
+from scheduling.models import Schedule
 from scheduling.tasks import run_recurring
 from tests import factories
 from tests.scheduling.support import clear_schedule_keys
@@ -60,6 +61,13 @@ def test_a_recurring_schedule_of_a_test_key_launches_test_campaigns(purged_queue
         client_id=factories.owner().pk, key_type=KeyType.TEST)
     schedule = launched.schedule
     assert schedule.key_type == KeyType.TEST
-    schedule.__class__.objects.filter(pk=schedule.pk).update(next_run=timezone.now() - timedelta(seconds=1))
+    Schedule.objects.filter(pk=schedule.pk).update(next_run=timezone.now() - timedelta(seconds=1))
     run_recurring.apply(args=[schedule.pk])
     assert Campaign.objects.get().key_type == KeyType.TEST
+
+
+def test_a_test_campaign_scheduled_for_later_is_recorded_as_a_test_schedule(purged_queues):
+    send_at = (timezone.now() + timedelta(hours=1)).isoformat()
+    campaign = campaign_launch(definition=_definition(type="scheduled", send_at=send_at),
+                               client_id=factories.owner().pk, key_type=KeyType.TEST)
+    assert Schedule.objects.get(campaign=campaign).key_type == KeyType.TEST
