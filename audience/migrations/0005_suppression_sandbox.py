@@ -2,6 +2,12 @@
 
 from django.db import migrations, models
 
+# The `unique=True` this migration removes also had a varchar_pattern_ops index, named after the
+# table the model was created in (campaigns_suppression, before 0002 renamed it): AlterField
+# drops the like index by the current table's name, so this one would stay, paid on every insert
+# and used by no query.
+ORPHAN_LIKE_INDEX = "campaigns_suppression_email_3ad83430_like"
+
 
 class Migration(migrations.Migration):
 
@@ -25,4 +31,5 @@ class Migration(migrations.Migration):
             model_name='suppression',
             constraint=models.UniqueConstraint(fields=('email', 'sandbox'), name='suppression_email_scope_uniq'),
         ),
+        migrations.RunSQL(f'DROP INDEX IF EXISTS {ORPHAN_LIKE_INDEX}', reverse_sql=migrations.RunSQL.noop),
     ]
