@@ -170,6 +170,16 @@ class TestInProcess:
         own = messages_visible(everyone, key_type=TEST, asked=KeyType.LIVE)  # a test key sees no live row
         assert set(own.values_list("id", flat=True)) == {m.id for m in tests}
 
+    def test_the_message_api_shows_a_live_key_test_messages_only_when_asked(self, api):
+        test = email_message(client=owner(), key_type=TEST)
+        live = email_message(client=owner())
+        assert api.get(f"/api/v1/messages/{test.id}").status_code == 404
+        assert api.get(f"/api/v1/messages/{test.id}?key_type=test").json()["id"] == test.id
+        assert api.get(f"/api/v1/messages/{live.id}").json()["id"] == live.id
+        assert api.get(f"/api/v1/messages/{live.id}?key_type=test").status_code == 404
+        bad = api.get(f"/api/v1/messages/{live.id}?key_type=sandbox")
+        assert bad.status_code == 400 and "key_type" in bad.json()["error"]["fields"]
+
 
 @pytest.mark.e2e
 def test_real_pools_settle_every_magic_address_and_send_only_the_live_message(
