@@ -39,6 +39,7 @@ from core.priorities import Priority
 from delivery.models import DeliveryAttempt, EmailMessage
 from delivery.providers import provider_order
 from delivery.selectors import circuit_breaker_get
+from delivery.services.sandbox import SANDBOX_PROVIDER
 from feedback.models import EmailEvent
 
 LATENCY_BUCKETS_MS = (50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
@@ -53,7 +54,7 @@ def _latency_histograms() -> HistogramMetricFamily:
     sql = (
         f"SELECT m.priority, COUNT(*), COALESCE(SUM(a.duration_ms), 0), {cases} "
         f"FROM {DeliveryAttempt._meta.db_table} a JOIN {EmailMessage._meta.db_table} m "
-        f"ON m.id = a.message_id GROUP BY m.priority"
+        f"ON m.id = a.message_id WHERE a.provider <> '{SANDBOX_PROVIDER}' GROUP BY m.priority"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql)

@@ -37,8 +37,8 @@ class SegmentAdmin(admin.ModelAdmin):
 
 @admin.register(Suppression)
 class SuppressionAdmin(admin.ModelAdmin):
-    list_display = ["email", "reason", "source", "created_at"]
-    list_filter = ["reason"]
+    list_display = ["email", "reason", "sandbox", "source", "created_at"]
+    list_filter = ["reason", "sandbox"]
     search_fields = ["=email"]
     paginator = LargeTablePaginator
     show_full_result_count = False

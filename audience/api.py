@@ -262,7 +262,8 @@ class SuppressionApi(APIView):
         query = self.QuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         params = query.validated_data
-        queryset = owned(Suppression.objects.order_by("email"), request.user)
+        # The live scope: a test key's suppressions (issue 27) are its own data.
+        queryset = owned(Suppression.objects.filter(sandbox=False).order_by("email"), request.user)
         if params.get("email"):
             queryset = queryset.filter(email=params["email"].strip().lower())
         if params.get("after"):
@@ -286,6 +287,6 @@ class SuppressionDetailApi(APIView):
     @extend_schema(responses={200: SuppressionOutputSerializer})
     def get(self, request: Request, email: str) -> Response:
         """One suppression this client caused (any, with the admin scope)."""
-        suppression = owned_or_404(Suppression.objects.all(), request.user,
+        suppression = owned_or_404(Suppression.objects.filter(sandbox=False), request.user,
                                    message=f"{email} is not suppressed.", email=email.strip().lower())
         return Response(SuppressionOutputSerializer(suppression).data)

@@ -83,6 +83,7 @@ class Suppression(models.Model):
     mail from every client. `client` is the client whose mail or request caused it (None for
     an operator's import): only that client (or the admin scope) lists it and may remove it,
     so no client reads another's recipients or lifts a bounce another client's mail caused.
+    A test key's messages have suppressions of their own (`sandbox`), one scope apart.
     """
 
     class Reason(models.TextChoices):
@@ -91,8 +92,11 @@ class Suppression(models.Model):
         UNSUBSCRIBE = "unsubscribe"
         MANUAL = "manual"
 
-    email = models.EmailField(max_length=254, unique=True)
+    email = models.EmailField(max_length=254)
     reason = models.CharField(max_length=20, choices=Reason.choices, default=Reason.MANUAL)
+    # Caused by a test key's message (issue 27): it stops only test sends, never a live one,
+    # and a live suppression never stops a test send (the test key's data is its own).
+    sandbox = models.BooleanField(default=False, db_default=False)
     source = models.CharField(max_length=100, blank=True, default="")
     client = models.ForeignKey("clients.Service", null=True, blank=True, on_delete=models.SET_NULL,
                                related_name="+", db_index=False)
@@ -100,6 +104,11 @@ class Suppression(models.Model):
 
     class Meta:
         # A client's own suppressions, in the API's keyset order (email).
+        # (email, sandbox): every match names both, so the one index answers it (the send
+        # path's EXISTS, the fan-out's anti-join).
+        constraints = [
+            models.UniqueConstraint(fields=["email", "sandbox"], name="suppression_email_scope_uniq"),
+        ]
         indexes = [models.Index(fields=["client", "email"], name="suppression_client_email_idx")]
 
     def __str__(self) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from django.db import models
 
+from clients.key_types import KeyType
 from core.priorities import Priority
 
 
@@ -32,6 +33,9 @@ class Campaign(models.Model):
         choices=[(p.value, p.label) for p in Priority], default=Priority.NORMAL
     )
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.DRAFT)
+    # The type of the key that launched it; every message of its fan-out inherits it (issue 27).
+    key_type = models.CharField(max_length=4, choices=KeyType.choices, default=KeyType.LIVE,
+                                db_default=KeyType.LIVE)
     metadata = models.JSONField(default=dict, blank=True)
     # Snapshot of the request's recipients (segment definition copied in) and schedule.
     audience = models.JSONField(default=dict, blank=True)

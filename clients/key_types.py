@@ -11,7 +11,12 @@ Every message records the type of the key that created it (`EmailMessage.key_typ
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from django.db import models
+from django.db.models import Model, QuerySet
+
+M = TypeVar("M", bound=Model)
 
 
 class KeyType(models.TextChoices):
@@ -23,3 +28,18 @@ class KeyType(models.TextChoices):
 def sends_for_real(key_type: str) -> bool:
     """True unless the key is a test key: its messages never leave the platform."""
     return key_type != KeyType.TEST
+
+
+def caller_key_type(request: object) -> str:
+    """The type of the key a request was authenticated with (its Caller's, clients/caller.py):
+    what every creating view passes to its service (`key_type=`) and every reading view to its
+    selector. A caller without one (an OAuth2 token) is live."""
+    return getattr(getattr(request, "user", None), "key_type", KeyType.LIVE)
+
+
+def on_callers_side(queryset: QuerySet[M], key_type: str) -> QuerySet[M]:
+    """The rows (with a `key_type` column) a caller of this key type lists: a test key's own
+    test data, or everything but test data for live and team keys."""
+    if key_type == KeyType.TEST:
+        return queryset.filter(key_type=KeyType.TEST)
+    return queryset.exclude(key_type=KeyType.TEST)

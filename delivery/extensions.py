@@ -14,6 +14,9 @@ loads every installed app before it sends, so a worker always has the same rules
 - evidence readers: `f(message ids) -> {id: evidence}`, the ESP events already stored about
   those messages (feedback registers it): an AMBIGUOUS row with one is settled as SENT, never
   re-sent (delivery/services/ambiguity.py, decision 89).
+- sandbox event sinks: `f([(message id, recipient)])`, told of test messages the sandbox has
+  just accepted, so their simulated ESP events reach the feedback path (feedback registers it:
+  delivery/services/sandbox.py).
 """
 
 from __future__ import annotations
@@ -43,11 +46,13 @@ class SendableMessage(Protocol):
 
 HeaderProvider = Callable[[SendableMessage], dict[str, str]]
 EvidenceReader = Callable[[list[int]], dict[int, dict]]
+SandboxEventSink = Callable[[list[tuple[int, str]]], None]
 
 _claim_guards: list[str] = []
 _requeue_guards: list[str] = []
 _header_providers: list[HeaderProvider] = []
 _evidence_readers: list[EvidenceReader] = []
+_sandbox_event_sinks: list[SandboxEventSink] = []
 
 
 def register_claim_guard(sql: str) -> None:
@@ -68,6 +73,17 @@ def register_header_provider(provider: HeaderProvider) -> None:
 def register_evidence_reader(reader: EvidenceReader) -> None:
     if reader not in _evidence_readers:
         _evidence_readers.append(reader)
+
+
+def register_sandbox_event_sink(sink: SandboxEventSink) -> None:
+    if sink not in _sandbox_event_sinks:
+        _sandbox_event_sinks.append(sink)
+
+
+def sandbox_events_report(accepted: list[tuple[int, str]]) -> None:
+    """Tell every registered sink of these accepted test messages ((id, recipient) pairs)."""
+    for sink in _sandbox_event_sinks:
+        sink(accepted)
 
 
 def esp_evidence(message_ids: list[int]) -> dict[int, dict]:

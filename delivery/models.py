@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from clients.key_types import KeyType
 from core.db_lookups import Unindexed
 from core.priorities import Priority
 from delivery.providers.base import Outcome
@@ -89,6 +90,12 @@ class EmailMessage(models.Model):
     opened_at = models.DateTimeField(null=True, blank=True)
     clicked_at = models.DateTimeField(null=True, blank=True)
     bounced_at = models.DateTimeField(null=True, blank=True)
+    # The type of the key that created it (issue 27): a test message is settled by the sandbox,
+    # never handed to an ESP, and stays out of the live figures. `db_default`: adding the column
+    # writes no row of the big table (PostgreSQL keeps a constant default in the catalogue).
+    # No index: every query that reads it also narrows by an indexed column first.
+    key_type = models.CharField(max_length=4, choices=KeyType.choices, default=KeyType.LIVE,
+                                db_default=KeyType.LIVE)
 
     class Meta:
         constraints = [

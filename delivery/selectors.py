@@ -10,6 +10,7 @@ import redis
 from django.db import connection
 from django.db.models import QuerySet
 
+from clients.key_types import KeyType, on_callers_side
 from core.priorities import Priority
 from core.redis_client import get_redis
 from delivery.models import AmbiguityRecord, DeadLetter, EmailMessage
@@ -51,6 +52,15 @@ def circuit_breaker_get(name: str) -> BreakerState:
     until_ms = float(raw.get("until") or 0)
     remaining = max(0.0, until_ms / 1000 - time.time()) if state == "open" else 0.0
     return BreakerState(name, state, round(remaining, 3), int(raw.get("failures") or 0), events, fault)
+
+
+def messages_visible(
+    messages: QuerySet[EmailMessage], *, key_type: str, asked: str | None = None
+) -> QuerySet[EmailMessage]:
+    """The messages a key of type `key_type` may read (issue 27): a test key its test messages
+    only; a live or team key the live and team ones, or the test ones when it asks for them
+    (`asked`, e.g. `?key_type=test`)."""
+    return on_callers_side(messages, KeyType.TEST if asked == KeyType.TEST else key_type)
 
 
 def dead_letters_pending(*, since: datetime | None = None) -> QuerySet[DeadLetter]:

@@ -10,15 +10,18 @@ class FeedbackConfig(AppConfig):
         from django.db.models.signals import post_delete, post_save
 
         from clients.send_guards import register_send_guard
-        from delivery.extensions import register_evidence_reader
+        from delivery.extensions import register_evidence_reader, register_sandbox_event_sink
         from feedback.models import ReputationHold
         from feedback.permissions import forget_client_verdict, reputation_hold_refusal
         from feedback.selectors import stored_events_about
+        from feedback.services.sandbox import sandbox_events_schedule
 
         register_send_guard(reputation_hold_refusal)
         # An event stored while its message was still SENDING is the evidence an AMBIGUOUS row
         # waits for (delivery/services/ambiguity.py): it must not be re-sent.
         register_evidence_reader(stored_events_about)
+        # A test key's message settled by the sandbox gets the events an ESP would send.
+        register_sandbox_event_sink(sandbox_events_schedule)
         # A hold placed or released here is seen by this process's next request at once (others:
         # within NOTIFIER_SEND_GUARD_CACHE_SECONDS, decision 53).
         post_save.connect(forget_client_verdict, sender=ReputationHold)

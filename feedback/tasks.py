@@ -9,6 +9,7 @@ from celery import shared_task
 
 from core.priorities import WEBHOOK_QUEUE
 from feedback.services.drain import webhook_deliveries_drain, webhook_task_started
+from feedback.services.sandbox import sandbox_events_apply
 from feedback.services.statuses import message_statuses_apply
 from feedback.services.webhooks import webhook_deliveries_requeue
 
@@ -29,6 +30,17 @@ def process_webhook_delivery(delivery_id: int) -> dict:
             args=(report.still_sending, 0), countdown=REAPPLY_DELAYS_SECONDS[0], queue=WEBHOOK_QUEUE
         )
     return {"batches": report.batches, "events": report.total, "new": report.new, "unknown": report.unknown}
+
+
+@shared_task(name="feedback.process_sandbox_events", ignore_result=True)
+def process_sandbox_events(items: list[list], step: int) -> int:
+    """One step of the sandbox's simulated events ([[message id, recipient], ...], issue 27)."""
+    report = sandbox_events_apply(items=items, step=step)
+    if report.still_sending:
+        reapply_message_statuses.apply_async(
+            args=(report.still_sending, 0), countdown=REAPPLY_DELAYS_SECONDS[0], queue=WEBHOOK_QUEUE
+        )
+    return report.new
 
 
 @shared_task(name="feedback.reapply_message_statuses", ignore_result=True)

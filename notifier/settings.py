@@ -228,6 +228,10 @@ NOTIFIER_RETRY_BASE_SECONDS = env.float("NOTIFIER_RETRY_BASE_SECONDS", default=2
 NOTIFIER_RETRY_CAP_SECONDS = env.float("NOTIFIER_RETRY_CAP_SECONDS", default=120.0)
 # A message that waited (throttled, every breaker open) comes back after about this long.
 NOTIFIER_DEFER_SECONDS = env.float("NOTIFIER_DEFER_SECONDS", default=1.0)
+# The test-key sandbox (delivery/services/sandbox.py, issue 27): a test message's simulated
+# ESP events (delivered, bounced, complained...) arrive this long after its acceptance, one
+# step apart (a soft bounce's delivery comes one more delay later).
+NOTIFIER_SANDBOX_EVENT_DELAY_SECONDS = env.float("NOTIFIER_SANDBOX_EVENT_DELAY_SECONDS", default=1.0)
 # A database outage (core/db_outage.py): a worker holding a provider's answers, or a hand-off
 # mark it must act on, retries that write in place for up to this long, then leaves the rows to
 # the recovery (AMBIGUOUS after NOTIFIER_AMBIGUOUS_AFTER_SECONDS). Far below the visibility timeout.

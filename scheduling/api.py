@@ -10,6 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from clients.key_types import caller_key_type, on_callers_side
 from clients.team import team_key_audience_check
 from clients.tenancy import owned, owned_or_404
 from core.priorities import Priority
@@ -115,10 +116,13 @@ class ScheduleListApi(APIView):
     def get(self, request: Request) -> Response:
         """Schedules and a snapshot of the queues and the due set."""
         now = timezone.now()
-        schedules = list(owned(Schedule.objects.all(), request.user).order_by("-id")[:500])
+        # A test key's schedules are its own data, as its messages (issue 27).
+        mine = on_callers_side(owned(Schedule.objects.all(), request.user), caller_key_type(request))
+        schedules = list(mine.order_by("-id")[:500])
         return Response({
             "schedules": _schedule_body(schedules),
-            "scheduled_messages": selectors.scheduled_messages(client=request.user.service),
+            "scheduled_messages": selectors.scheduled_messages(client=request.user.service,
+                                                               key_type=caller_key_type(request)),
             "queue_snapshot": selectors.queue_snapshot(now=now),
             "due_set": _due_set_body(now.timestamp()),
         })
@@ -139,6 +143,7 @@ class ScheduleListApi(APIView):
             schedule = schedule_create_recurring(
                 client=request.user.service, name=data["name"], cron=data["cron"],
                 timezone=data["timezone"], definition=data["definition"], now=timezone.now(),
+                key_type=caller_key_type(request),
             )
         except timing.TimingError as exc:
             raise serializers.ValidationError({exc.field: [str(exc)]}) from exc

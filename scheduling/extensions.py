@@ -4,7 +4,7 @@ Scheduling keeps the time (the due set, dispatch, recurring runs, the scheduler 
 does not know what a recurring run creates or what a one-off schedule stands for. Campaigns
 registers that from its `AppConfig.ready()`:
 
-- the run launcher: `launch(definition, client_id)` creates what one recurring run sends (a
+- the run launcher: `launch(definition, client_id, key_type)` creates what one recurring run sends (a
   campaign) and returns it, or raises DRF's ValidationError when there is nothing to send;
 - the definition validator: `validate(definition, client_id)` raises DRF's ValidationError when a
   recurring schedule's definition could not launch (checked when the schedule is created);
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-RunLauncher = Callable[[dict[str, Any], "int | None"], Any]
+RunLauncher = Callable[[dict[str, Any], "int | None", str], Any]
 TargetCanceller = Callable[[int], None]
 DefinitionValidator = Callable[[dict[str, Any], "str | None"], None]
 
@@ -59,10 +59,11 @@ def register_due_listener(listener: DueListener) -> None:
         _due_listeners.append(listener)
 
 
-def launch_run(definition: dict[str, Any], client_id: int | None) -> Any:
+def launch_run(definition: dict[str, Any], client_id: int | None, key_type: str) -> Any:
+    """`key_type`: the schedule's (its creator's key type), which the run's campaign inherits."""
     if not _launchers:
         raise NothingRegisteredError("no app registered a launcher for recurring runs")
-    return _launchers[0](definition, client_id)
+    return _launchers[0](definition, client_id, key_type)
 
 
 def validate_definition(definition: dict[str, Any], client_id: str | None) -> None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from clients.key_types import KeyType
+
 
 class Schedule(models.Model):
     class Type(models.TextChoices):
@@ -36,6 +38,9 @@ class Schedule(models.Model):
         "campaigns.Campaign", null=True, blank=True, on_delete=models.SET_NULL, related_name="schedules"
     )
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.ACTIVE)
+    # The type of the key that created it: each recurring run launches its campaign with it.
+    key_type = models.CharField(max_length=4, choices=KeyType.choices, default=KeyType.LIVE,
+                                db_default=KeyType.LIVE)
     scheduled_at = models.DateTimeField(null=True, blank=True)
     last_run = models.DateTimeField(null=True, blank=True)
     next_run = models.DateTimeField(null=True, blank=True)

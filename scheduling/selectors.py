@@ -10,9 +10,10 @@ from django.db import connection
 from django.db.models import Count
 
 from audience.models import Contact
+from clients.key_types import KeyType
 from core.priorities import Priority
 from delivery.models import EmailMessage
-from delivery.selectors import queue_backlogs
+from delivery.selectors import messages_visible, queue_backlogs
 from feedback.models import EmailEvent
 from scheduling import timing
 
@@ -89,11 +90,14 @@ def pending_counts(*, campaign_ids: list[int]) -> dict[int, int]:
     return {row["campaign_id"]: row["n"] for row in rows}
 
 
-def scheduled_messages(*, client: object, limit: int = SCHEDULED_MESSAGES_SHOWN) -> dict:
+def scheduled_messages(
+    *, client: object, key_type: str = KeyType.LIVE, limit: int = SCHEDULED_MESSAGES_SHOWN
+) -> dict:
     """The client's one-off messages still waiting for their time (delayed, scheduled,
-    local_time, optimal), soonest first, with how many there are in all."""
-    waiting = EmailMessage.objects.filter(client=client, status=EmailMessage.Status.SCHEDULED,
-                                          campaign__isnull=True)
+    local_time, optimal), soonest first, with how many there are in all; those a key of type
+    `key_type` may see (delivery.selectors.messages_visible)."""
+    waiting = messages_visible(EmailMessage.objects.filter(
+        client=client, status=EmailMessage.Status.SCHEDULED, campaign__isnull=True), key_type=key_type)
     rows = waiting.order_by("scheduled_for", "id").values(
         "id", "recipient", "scheduled_for", "cancel_key", "priority")[:limit]
     return {"count": waiting.count(), "messages": [

@@ -11,13 +11,14 @@ from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from clients.idempotency import idempotent
+from clients.key_types import KeyType, caller_key_type
 from clients.send_guards import MaySend
 from clients.team import team_list_check
 from clients.tenancy import owned, owned_or_404
 from core.api.fields import ContextField, SafeEmailField, StrictInputMixin
 from core.priorities import Priority
 from delivery.models import EmailMessage
-from delivery.selectors import ambiguous_summary
+from delivery.selectors import ambiguous_summary, messages_visible
 from scheduling.inputs import ScheduleInputSerializer, schedule_resolve
 from templates.services import template_version_for_send
 from transactional.services import message_create
@@ -93,6 +94,7 @@ class MessageCreateApi(APIView):
             idempotency_key=data.get("idempotency_key"),
             scheduled_for=data["schedule"].due_at,
             cancel_key=data["schedule"].cancel_key,
+            key_type=caller_key_type(request),
         )
         message = created.message
         headers = {"Idempotent-Replayed": "true"} if created.replayed else {}
@@ -122,10 +124,19 @@ class MessageDetailApi(APIView):
         def get_priority(self, message: EmailMessage) -> str:
             return Priority(message.priority).label
 
+    class InputSerializer(serializers.Serializer):
+        key_type = serializers.ChoiceField(
+            choices=KeyType.values, required=False,
+            help_text="`test`: a live or team key reads a test key's message (a test key reads only those).")
+
     @extend_schema(summary="A message's status, provider and timestamps",
-                   responses={200: OutputSerializer})
+                   parameters=[InputSerializer], responses={200: OutputSerializer})
     def get(self, request: Request, message_id: int) -> Response:
-        queryset = EmailMessage.objects.select_related("template_version__template")
+        params = self.InputSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        queryset = messages_visible(EmailMessage.objects.select_related("template_version__template"),
+                                    key_type=caller_key_type(request),
+                                    asked=params.validated_data.get("key_type"))
         message = owned_or_404(queryset, request.user, message="No such message.", pk=message_id)
         return Response(self.OutputSerializer(message).data)
 
@@ -172,5 +183,7 @@ class AmbiguousMessagesApi(APIView):
         responses={200: OutputSerializer},
     )
     def get(self, request: Request) -> Response:
-        summary = ambiguous_summary(owned(EmailMessage.objects.all(), request.user), now=timezone.now())
+        mine = messages_visible(owned(EmailMessage.objects.all(), request.user),
+                                key_type=caller_key_type(request))
+        summary = ambiguous_summary(mine, now=timezone.now())
         return Response(self.OutputSerializer(summary).data)

@@ -24,6 +24,7 @@ from django.utils import timezone
 from rest_framework import exceptions, status
 
 from audience.selectors import email_is_suppressed_sql
+from clients.key_types import KeyType
 from clients.models import Service
 from core.priorities import Priority
 from delivery.models import EmailMessage
@@ -77,7 +78,8 @@ def _replay(key: str, request: dict) -> MessageCreated:
     existing = EmailMessage.objects.select_related("template_version").get(idempotency_key=key)
     stored = {"recipient": existing.recipient, "template_id": existing.template_version.template_id,
               "context": existing.context, "priority": existing.priority,
-              "scheduled": existing.scheduled_for is not None, "cancel_key": existing.cancel_key}
+              "scheduled": existing.scheduled_for is not None, "cancel_key": existing.cancel_key,
+              "key_type": existing.key_type}
     if stored != request:
         raise IdempotencyKeyReusedError
     return MessageCreated(existing, replayed=True)
@@ -85,7 +87,7 @@ def _replay(key: str, request: dict) -> MessageCreated:
 
 # The columns a create sets; every other NOT NULL column takes its model default.
 _GIVEN = ("client", "recipient", "context", "template_version", "priority", "idempotency_key",
-          "scheduled_for", "cancel_key", "created_at")
+          "scheduled_for", "cancel_key", "created_at", "key_type")
 
 
 @cache
@@ -96,7 +98,8 @@ def _insert_statement() -> tuple[str, tuple[object, ...]]:
                  and field.name not in {*_GIVEN, "status", "error"}]
     columns = [meta.get_field(name).column for name in _GIVEN]
     columns += ["status", "error", *(field.column for field in defaulted)]
-    suppressed = email_is_suppressed_sql()
+    # Two parameters: the address, and whether this is a test key's send (its own scope).
+    suppressed = email_is_suppressed_sql("%s", "%s")
     placeholders = ["%s"] * len(_GIVEN)
     placeholders[_GIVEN.index("context")] = "%s::jsonb"
     placeholders += [f"CASE WHEN {suppressed} THEN %s ELSE %s END",
@@ -114,8 +117,9 @@ def _insert(message: EmailMessage) -> bool:
     email = message.recipient.lower()
     params = [message.client_id, message.recipient, json.dumps(message.context),
               message.template_version_id, int(message.priority), message.idempotency_key,
-              message.scheduled_for, message.cancel_key, message.created_at,
-              email, Status.SUPPRESSED, message.status, email, "suppressed", *defaults]
+              message.scheduled_for, message.cancel_key, message.created_at, message.key_type]
+    is_test = message.key_type == KeyType.TEST
+    params += [email, is_test, Status.SUPPRESSED, message.status, email, is_test, "suppressed", *defaults]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
@@ -136,20 +140,24 @@ def message_create(
     idempotency_key: str | None = None,
     scheduled_for: datetime | None = None,
     cancel_key: str = "",
+    key_type: str = KeyType.LIVE,
 ) -> MessageCreated:
-    """Record one message; publish it now, or (scheduled_for) leave it SCHEDULED in the due set."""
+    """Record one message; publish it now, or (scheduled_for) leave it SCHEDULED in the due set.
+    `key_type`: the caller's key's (a test key's message is settled by the sandbox, issue 27);
+    a replay under another key type is a 409, never the other type's message."""
     key = client_idempotency_key(client, idempotency_key)
     message = EmailMessage(
         client=client, recipient=recipient, template_version=template_version, context=context,
         priority=priority, idempotency_key=key, cancel_key=cancel_key, scheduled_for=scheduled_for,
         status=Status.SCHEDULED if scheduled_for is not None else Status.QUEUED,
-        created_at=timezone.now(),
+        created_at=timezone.now(), key_type=key_type,
     )
     if not _insert(message):
         # What a retry must repeat; `scheduled_for` itself moves with the clock for a delayed send.
         return _replay(key, {"recipient": recipient, "template_id": template_version.template_id,
                              "context": context, "priority": int(priority),
-                             "scheduled": scheduled_for is not None, "cancel_key": cancel_key})
+                             "scheduled": scheduled_for is not None, "cancel_key": cancel_key,
+                             "key_type": key_type})
     # Outside a transaction these run at once (the row is committed); inside one, after it commits.
     if message.status == Status.SCHEDULED:
         transaction.on_commit(lambda: _schedule_after_commit(message.id, scheduled_for))

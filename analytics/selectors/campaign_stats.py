@@ -12,6 +12,7 @@ from django.db.models.functions import TruncHour, TruncMinute
 
 from campaigns.models import Campaign
 from campaigns.selectors import campaign_counters, campaign_progress
+from clients.key_types import KeyType
 from delivery.models import EmailMessage
 from feedback.models import CampaignEventCounter, EmailEvent, MessageEventMark
 
@@ -97,8 +98,9 @@ def campaigns_current(*, now: datetime, limit: int = 20) -> list[dict[str, Any]]
     """Campaigns in flight (or paused), newest first, then those that ended in the last 24 h,
     last ended first, each with its progress against the whole audience and its counts (final
     ones for an ended campaign): a campaign stays on the dashboard after it completes."""
-    active = list(Campaign.objects.filter(status__in=ACTIVE).order_by("-id")[:limit])
-    ended = list(Campaign.objects.filter(status__in=ENDED, completed_at__gte=now - RECENTLY_ENDED)
+    live = Campaign.objects.exclude(key_type=KeyType.TEST)  # the dashboard's live figures (issue 27)
+    active = list(live.filter(status__in=ACTIVE).order_by("-id")[:limit])
+    ended = list(live.filter(status__in=ENDED, completed_at__gte=now - RECENTLY_ENDED)
                  .order_by("-completed_at")[:limit])
     by_campaign = _status_counts([c.id for c in active])
     by_campaign.update(_ended_status_counts([c.id for c in ended]))

@@ -16,13 +16,15 @@ from analytics.selectors.queues import (
     provider_health,
     throughput_last_hour,
 )
+from delivery.services.sandbox import SANDBOX_PROVIDER
 from feedback.models import EmailEvent, WebhookDelivery
 
 
 def webhook_summary() -> dict[str, Any]:
     now = timezone.now()
     since = now - timedelta(hours=1)
-    events = EmailEvent.objects.filter(received_at__gte=since)
+    # Live figures: the sandbox's simulated events of test messages (issue 27) are not counted.
+    events = EmailEvent.objects.filter(received_at__gte=since).exclude(provider=SANDBOX_PROVIDER)
     per_minute: dict[str, dict[str, int]] = {t: {} for t in minute_buckets(since=since, now=now)}
     minutes = events.annotate(t=TruncMinute("received_at"))
     rows = minutes.values_list("t", "event_type").annotate(n=Count("id"))

@@ -25,11 +25,13 @@ from django.db.models import Count, Q
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
+from clients.key_types import KeyType
 from core.broker_queues import broker_depths
 from core.priorities import ALL_QUEUES, POOLS, Priority
 from core.redis_client import get_redis, redis_key
 from delivery.models import DeliveryAttempt, EmailMessage
 from delivery.selectors import circuit_breaker_get, queue_backlogs
+from delivery.services.sandbox import SANDBOX_PROVIDER
 
 logger = logging.getLogger(__name__)
 def alert_level(*, oldest_age: float | None, sla_seconds: int) -> str:
@@ -74,10 +76,11 @@ def minute_buckets(*, since: datetime, now: datetime) -> list[str]:
 
 
 def throughput_last_hour() -> dict[str, Any]:
-    """Messages sent per priority over the last hour, total and per minute (every minute)."""
+    """Messages sent per priority over the last hour, total and per minute (every minute);
+    live figures: a test key's messages (settled by the sandbox, issue 27) are not counted."""
     now = timezone.now()
     since = now - timedelta(hours=1)
-    sent = EmailMessage.objects.filter(sent_at__gte=since)
+    sent = EmailMessage.objects.filter(sent_at__gte=since).exclude(key_type=KeyType.TEST)
     totals = dict(sent.values_list("priority").annotate(n=Count("id")))
     labels = [p.label for p in Priority]
     series = {t: dict.fromkeys(labels, 0) for t in minute_buckets(since=since, now=now)}
@@ -116,10 +119,11 @@ def live_workers() -> dict[str, list[str]]:
 
 
 def provider_health(*, minutes: int = 15) -> list[dict[str, Any]]:
-    """Per provider over the last minutes: attempts, error rate, latency, breaker state, fault."""
+    """Per provider over the last minutes: attempts, error rate, latency, breaker state, fault.
+    The sandbox is no provider: its simulated answers are left out."""
     since = timezone.now() - timedelta(minutes=minutes)
     rows = (
-        DeliveryAttempt.objects.filter(created_at__gte=since)
+        DeliveryAttempt.objects.filter(created_at__gte=since).exclude(provider=SANDBOX_PROVIDER)
         .values_list("provider")
         .annotate(
             attempts=Count("id"),
@@ -159,8 +163,8 @@ def _latency_p95(since) -> dict[str, float]:
     table = DeliveryAttempt._meta.db_table
     sql = (
         f"SELECT provider, percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) "
-        f"FROM {table} WHERE created_at >= %s GROUP BY provider"
+        f"FROM {table} WHERE created_at >= %s AND provider <> %s GROUP BY provider"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [since])
+        cursor.execute(sql, [since, SANDBOX_PROVIDER])
         return {provider: round(float(value), 1) for provider, value in cursor.fetchall()}

@@ -93,17 +93,20 @@ def contact_list_get_or_create(*, client_id: str, name: str) -> ContactList:
 
 
 def suppression_create(
-    *, email: str, reason: str, source: str = "api", client_id: str | None = None
+    *, email: str, reason: str, source: str = "api", client_id: str | None = None, sandbox: bool = False
 ) -> tuple[Suppression, bool]:
-    """Suppress an address on behalf of `client_id` (who caused it); an existing row is kept."""
+    """Suppress an address on behalf of `client_id` (who caused it); an existing row is kept.
+    `sandbox`: in the test keys' scope (issue 27), which stops test sends only."""
     return Suppression.objects.get_or_create(
-        email=email.strip().lower(), defaults={"reason": reason, "source": source, "client_id": client_id}
+        email=email.strip().lower(), sandbox=sandbox,
+        defaults={"reason": reason, "source": source, "client_id": client_id},
     )
 
 
-def suppression_delete(*, email: str, client: object) -> bool:
-    """Remove a suppression the client caused (any, with the admin scope)."""
-    rows = owned(Suppression.objects.filter(email=email.strip().lower()), client)
+def suppression_delete(*, email: str, client: object, sandbox: bool = False) -> bool:
+    """Remove a suppression the client caused (any, with the admin scope), of the live scope
+    or (`sandbox`) the test keys'."""
+    rows = owned(Suppression.objects.filter(email=email.strip().lower(), sandbox=sandbox), client)
     deleted, _ = rows.delete()
     return bool(deleted)
 

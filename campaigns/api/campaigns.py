@@ -16,6 +16,7 @@ from campaigns.selectors import campaign_counters
 from campaigns.services import lifecycle
 from campaigns.services.launch import campaign_launch_detailed
 from campaigns.validation import CampaignDefinitionSerializer
+from clients.key_types import caller_key_type, on_callers_side
 from clients.send_guards import MaySend
 from clients.team import team_key_audience_check, team_list_check
 from clients.tenancy import owned, owned_or_404
@@ -131,7 +132,8 @@ class CampaignSendApi(APIView):
             raise serializers.ValidationError({"non_field_errors": ["Expected a JSON object."]})
         team_key_audience_check(request.user, request.data.get("recipients"))
         try:
-            launched = campaign_launch_detailed(definition=request.data, client_id=request.user.pk)
+            launched = campaign_launch_detailed(definition=request.data, client_id=request.user.pk,
+                                                key_type=caller_key_type(request))
         except AudienceTooLargeError as exc:
             raise TooLarge(str(exc)) from exc
         if launched.schedule is not None:
@@ -165,7 +167,8 @@ class CampaignListApi(APIView):
         query = self.QuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         params = query.validated_data
-        queryset = owned(Campaign.objects.select_related("template_version"), request.user)
+        queryset = on_callers_side(owned(Campaign.objects.select_related("template_version"),
+                                         request.user), caller_key_type(request))
         if params.get("status"):
             queryset = queryset.filter(status=params["status"].upper())
         if params.get("before"):
@@ -242,6 +245,7 @@ class CampaignTestApi(APIView):
             created = message_create(
                 client=request.user.service, recipient=email.lower(),
                 template_version=campaign.template_version, context=context, priority=Priority.HIGH,
+                key_type=caller_key_type(request),
             )
             ids.append(created.message.pk)
         return Response({"message_ids": ids}, status=status.HTTP_202_ACCEPTED)

@@ -19,6 +19,7 @@ from campaigns.campaign_schedule import ONE_OFF, audience_timezone_check, fallba
 from campaigns.jobs import campaign_fanout_enqueue
 from campaigns.models import Campaign
 from campaigns.validation import CampaignDefinitionSerializer
+from clients.key_types import KeyType
 from clients.models import Service
 from core.priorities import Priority
 from scheduling.models import Schedule
@@ -34,9 +35,10 @@ class CampaignLaunched:
     schedule: Schedule | None = None
 
 
-def campaign_launch_run(definition: dict, client_id: int | None) -> Campaign | None:
-    """One run of a recurring schedule (registered with scheduling/extensions.py)."""
-    return campaign_launch(definition=definition, client_id=client_id)
+def campaign_launch_run(definition: dict, client_id: int | None, key_type: str) -> Campaign | None:
+    """One run of a recurring schedule (registered with scheduling/extensions.py), of the
+    schedule's key type."""
+    return campaign_launch(definition=definition, client_id=client_id, key_type=key_type)
 
 
 def campaign_definition_validate(definition: dict, client_id: str | None) -> None:
@@ -46,14 +48,18 @@ def campaign_definition_validate(definition: dict, client_id: str | None) -> Non
     serializer.is_valid(raise_exception=True)
 
 
-def campaign_launch(*, definition: dict, client_id: int | None) -> Campaign | None:
+def campaign_launch(
+    *, definition: dict, client_id: int | None, key_type: str = KeyType.LIVE
+) -> Campaign | None:
     """Validate `definition` (raises DRF ValidationError / AudienceTooLargeError) and start it.
 
     `definition["schedule_run"]` ({schedule_id, run}, set by a recurring schedule's run) makes
     the launch idempotent per (schedule, run): the campaign's label is `schedule:<id>:run:<n>`,
     unique per client, so a repeated run returns the campaign the first one created.
+    `key_type`: the caller's key's; the campaign's messages (and a recurring schedule's runs)
+    inherit it (issue 27).
     """
-    return campaign_launch_detailed(definition=definition, client_id=client_id).campaign
+    return campaign_launch_detailed(definition=definition, client_id=client_id, key_type=key_type).campaign
 
 
 def _external_id(definition: dict, data: dict) -> str:
@@ -63,12 +69,15 @@ def _external_id(definition: dict, data: dict) -> str:
     return data.get("campaign_id", "")
 
 
-def campaign_launch_detailed(*, definition: dict, client_id: int | None) -> CampaignLaunched:
+def campaign_launch_detailed(
+    *, definition: dict, client_id: int | None, key_type: str = KeyType.LIVE
+) -> CampaignLaunched:
     serializer = CampaignDefinitionSerializer(data=definition, context={"client_id": client_id})
     serializer.is_valid(raise_exception=True)
     data = serializer.validated_data
     if data["schedule"]["type"] == "recurring":
-        return CampaignLaunched(None, replayed=False, schedule=_recurring_create(definition, data, client_id))
+        schedule = _recurring_create(definition, data, client_id, key_type)
+        return CampaignLaunched(None, replayed=False, schedule=schedule)
     external_id = _external_id(definition, data)
     if external_id:
         existing = Campaign.objects.filter(client_id=client_id, external_id=external_id).first()
@@ -91,6 +100,7 @@ def campaign_launch_detailed(*, definition: dict, client_id: int | None) -> Camp
                 metadata=data["metadata"],
                 audience=data["recipients"],
                 schedule=data["schedule"],
+                key_type=key_type,
             )
             if scheduled:
                 _one_off_record(campaign)
@@ -108,10 +118,11 @@ def _one_off_record(campaign: Campaign) -> Schedule:
     return schedule_record_campaign(
         client_id=campaign.client_id, campaign_id=campaign.pk, name=campaign.name, type=schedule["type"],
         scheduled_at=send_at, timezone=fallback_zone(schedule) or "UTC", definition={},
+        key_type=campaign.key_type,
     )
 
 
-def _recurring_create(definition: dict, data: dict, client_id: int | None) -> Schedule:
+def _recurring_create(definition: dict, data: dict, client_id: int | None, key_type: str) -> Schedule:
     """A recurring schedule whose every run launches this definition as an immediate campaign."""
     stored = {k: v for k, v in definition.items() if k not in ("schedule", "schedule_run")}
     stored["schedule"] = {"type": "immediate"}
@@ -119,4 +130,5 @@ def _recurring_create(definition: dict, data: dict, client_id: int | None) -> Sc
     client = Service.objects.filter(pk=client_id).first() if client_id else None
     name = data.get("name") or data.get("campaign_id") or f"{data['template_id'].template.name} recurring"
     return schedule_create_recurring(client=client, name=name, cron=schedule["cron"],
-                                     timezone=schedule["timezone"], definition=stored, now=timezone.now())
+                                     timezone=schedule["timezone"], definition=stored, now=timezone.now(),
+                                     key_type=key_type)

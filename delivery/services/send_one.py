@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from functools import partial
 
+from clients.key_types import KeyType
 from core.db_outage import hold_through_outage
 from delivery import signals
 from delivery.models import EmailMessage
@@ -44,6 +45,7 @@ from delivery.services.sending import (
     hand_off_held,
     render_claimed,
     results_recorder,
+    sandbox_send,
     send_with_failover,
 )
 
@@ -61,6 +63,9 @@ def message_send_one(*, message_id: int, token: str) -> BatchReport:
         return report
     emails = render_claimed([claimed], token, report)  # [] when it failed to render (FAILED)
     if not emails:
+        return report
+    if claimed.key_type == KeyType.TEST:  # never offered to a provider (issue 27)
+        sandbox_send(emails, token, report, {claimed.id: claimed.attempts})
         return report
     hand_off = hand_off_held(partial(ledger.message_mark_started, message_id=claimed.id, token=token,
                                      provider=provider_order()[0]))

@@ -26,6 +26,7 @@ from django.db import transaction
 from django.utils import timezone
 from redis.exceptions import RedisError
 
+from clients.key_types import KeyType
 from core.db_outage import hold_through_outage
 from core.priorities import POOLS, Priority
 from core.redis_client import get_redis, redis_key
@@ -41,6 +42,7 @@ from delivery.services.failover import PROVIDER_RAISED, emails_send_with_failove
 from delivery.services.ledger import ClaimedMessage
 from delivery.services.provider_faults import recorded_error
 from delivery.services.rate_limits import emails_admit
+from delivery.services.sandbox import SANDBOX_PROVIDER, sandbox_settle
 from delivery.services.send_journal import SendJournal
 from delivery.services.variants import variants_for_batch
 from templates.models import TemplateVersion
@@ -103,6 +105,8 @@ def message_batch_send(
     messages = _guard(claimed, token, report)
     messages = _drop_suppressed(messages, token, report)
     emails = render_claimed(messages, token, report)
+    attempts = {m.id: m.attempts for m in claimed}
+    emails = _test_keys_to_sandbox(messages, emails, token, report, attempts)
     ids = [e.message_id for e in emails]
     # The hand-off re-checks suppression: an address suppressed since the claim read it is
     # SUPPRESSED now, never offered (F17).
@@ -113,9 +117,44 @@ def message_batch_send(
     report.republish_ids = [email.message_id for email in emails if email.message_id not in taken]
     emails = [email for email in emails if email.message_id in hand_off.started]
     if emails:
-        attempts = {m.id: m.attempts for m in claimed}
         send_with_failover(emails, token, report, attempts, providers=providers)
     return report
+
+
+def _test_keys_to_sandbox(
+    messages: list[ClaimedMessage], emails: list[OutgoingEmail], token: str, report: BatchReport,
+    attempts: dict[int, int],
+) -> list[OutgoingEmail]:
+    """The test keys' rendered emails are settled by the sandbox here; the others are returned,
+    for the providers. One attribute check per message on the live path."""
+    test_ids = {m.id for m in messages if m.key_type == KeyType.TEST}
+    if not test_ids:
+        return emails
+    sandbox_send([e for e in emails if e.message_id in test_ids], token, report, attempts)
+    return [email for email in emails if email.message_id not in test_ids]
+
+
+def sandbox_send(
+    emails: list[OutgoingEmail], token: str, report: BatchReport, attempts: dict[int, int]
+) -> None:
+    """A test key's claimed and rendered emails: the hand-off mark (naming the sandbox as the
+    provider, re-checking the test key's suppressions), then the sandbox's answers recorded as a
+    provider's would be (delivery/services/sandbox.py). No provider, rate token or breaker."""
+    if not emails:
+        return
+    ids = [email.message_id for email in emails]
+    hand_off = hand_off_held(partial(ledger.messages_mark_started, message_ids=ids, token=token,
+                                     provider=SANDBOX_PROVIDER))
+    report.suppressed += len(hand_off.suppressed)
+    taken = hand_off.started | hand_off.suppressed
+    report.republish_ids += [pk for pk in ids if pk not in taken]
+
+    def release(failed: list[OutgoingEmail]) -> None:
+        hold_through_outage(lambda: _retry_or_dead_letter(failed, token, report, attempts),
+                            what="releasing sandbox failures")
+
+    sandbox_settle([e for e in emails if e.message_id in hand_off.started],
+                   record=results_recorder(token, report), release=release)
 
 
 def _first_delivery(token: str) -> bool:
@@ -136,7 +175,9 @@ def _send_claimed_at_hand_off(
     written) when a row needs the classic path: bulk rows only, and a row that
     this claim would take past its attempt limit is dead-lettered there (poison guard)."""
     messages = ledger.messages_queued_read_for_send(message_ids=message_ids)
-    if any(m.priority not in HAND_OFF_AT_CLAIM or m.attempts >= attempt_limit(m.priority) for m in messages):
+    # A test key's rows take the classic path, whose hand-off mark names the sandbox.
+    if any(m.priority not in HAND_OFF_AT_CLAIM or m.attempts >= attempt_limit(m.priority)
+           or m.key_type == KeyType.TEST for m in messages):
         return False
     if not messages:
         return True  # claimed by another copy, or not QUEUED any more: nothing to do

@@ -39,6 +39,7 @@ class MessageRef:
     provider: str
     provider_message_id: str
     send_started_at: datetime | None  # the hand-off: how far this provider's events reach
+    key_type: str  # a test key's message: its suppressions and reputation stay in its scope
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +53,7 @@ def _key(event: NormalizedEvent) -> tuple[str, str]:
 
 
 _REF_FIELDS = ("id", "status", "campaign_id", "client_id", "recipient", "provider", "provider_message_id",
-               "send_started_at")
+               "send_started_at", "key_type")
 
 
 def _refs_by_id(ids: set[int]) -> dict[int, MessageRef]:

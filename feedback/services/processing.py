@@ -15,6 +15,7 @@ from datetime import datetime
 
 from django.db import connection, transaction
 
+from clients.key_types import KeyType
 from delivery.models import EmailMessage
 from delivery.services.ambiguity import provider_events_seen
 from feedback.normalize import NormalizedEvent
@@ -107,4 +108,7 @@ def _apply(stored: list[StoredEvent], report: ProcessReport) -> None:
     campaign_counters_increment(new_marks=campaign_marks)
     bad = {"bounced", "complained"}
     report.campaigns = {refs[m].campaign_id for m, n in new_marks if n in bad and refs[m].campaign_id}
-    report.clients = {refs[m].client_id for m, n in new_marks if n in bad and refs[m].client_id}
+    # A test key's bounces never hold its client's live sends (issue 27): they count for the
+    # test campaign they belong to only.
+    report.clients = {refs[m].client_id for m, n in new_marks
+                      if n in bad and refs[m].client_id and refs[m].key_type != KeyType.TEST}

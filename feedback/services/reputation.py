@@ -22,6 +22,7 @@ from django.conf import settings
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from clients.key_types import KeyType
 from core.redis_client import get_redis, redis_key
 from delivery.models import EmailMessage
 from feedback import extensions
@@ -50,11 +51,16 @@ class Rates:
 def sender_rates(*, campaign_id: int | None = None, client_id: str | None = None) -> Rates:
     since = timezone.now() - timedelta(seconds=settings.FEEDBACK_REPUTATION_WINDOW_SECONDS)
     scope = {"campaign_id": campaign_id} if campaign_id is not None else {"client_id": client_id}
-    sent = EmailMessage.objects.filter(sent_at__gte=since, **scope).count()
-    marks = MessageEventMark.objects.filter(
+    sends = EmailMessage.objects.filter(sent_at__gte=since, **scope)
+    bad_marks = MessageEventMark.objects.filter(
         first_at__gte=since, event_type__in=("bounced", "complained"),
         **{f"message__{k}": v for k, v in scope.items()},
-    ).aggregate(
+    )
+    if campaign_id is None:  # a client's live reputation: its test key's messages do not count
+        sends = sends.exclude(key_type=KeyType.TEST)
+        bad_marks = bad_marks.exclude(message__key_type=KeyType.TEST)
+    sent = sends.count()
+    marks = bad_marks.aggregate(
         bounced=Count("id", filter=Q(event_type="bounced")),
         complained=Count("id", filter=Q(event_type="complained")),
     )

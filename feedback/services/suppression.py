@@ -4,6 +4,9 @@ Also drops whose reason is the ESP's own bounce, unsubscribe or spam-report list
 not mail that address again, so neither do we (it would fail over to another provider).
 An event about one of our messages acts on that message's recipient, whatever address the event
 names: a different one is logged, never suppressed (decision 48).
+A test key's message (issue 27) suppresses in the test key's own scope (`Suppression.sandbox`),
+which stops test sends only, and never counts towards the soft-bounce tally that suppresses for
+everyone.
 Addresses are lower-cased (the send path compares lower-cased addresses). Inserts ignore an
 address already suppressed, so repeats and concurrent batches are harmless. The send path
 re-checks suppressions per batch, so a committed suppression stops further sends mid-campaign.
@@ -21,6 +24,7 @@ from django.db import connection
 from django.utils import timezone
 
 from audience.models import Suppression
+from clients.key_types import KeyType
 from feedback.models import SoftBounceTally
 from feedback.normalize import EventType
 from feedback.services.events import StoredEvent
@@ -50,28 +54,36 @@ def suppressions_from_events(*, events: Iterable[StoredEvent]) -> int:
     """Suppress the recipient of every new hard bounce, complaint, unsubscribe or listed drop."""
     found: dict[str, tuple[str, str]] = {}
     caused_by: dict[str, str | None] = {}
+    sandboxed: dict[str, tuple[str, str]] = {}  # a test key's: its own scope
     soft: Counter[str] = Counter()
     for stored in events:
         address = _address(stored)
         if not address:
             continue
         reason = suppression_reason(stored)
+        is_test = stored.message is not None and stored.message.key_type == KeyType.TEST
         if reason:
             event = stored.event
             source = f"{event.provider}:{event.event_type.value}:{event.provider_event_id}"
-            found.setdefault(address, (reason, source[:100]))
+            (sandboxed if is_test else found).setdefault(address, (reason, source[:100]))
             caused_by.setdefault(address, stored.message.client_id if stored.message else None)
-        elif stored.event.event_type is EventType.BOUNCED:
+        elif stored.event.event_type is EventType.BOUNCED and not is_test:
             soft[address] += 1
     for address in soft_bounces_count(counts=soft):
         found.setdefault(address, (Reason.HARD_BOUNCE, "soft-bounce-threshold"))
-    return suppressions_add(entries=found, caused_by=caused_by)
+    return (suppressions_add(entries=found, caused_by=caused_by)
+            + suppressions_add(entries=sandboxed, caused_by=caused_by, sandbox=True))
 
 
-def suppressions_add(*, entries: dict[str, tuple[str, str]], caused_by: dict[str, str | None]) -> int:
+def suppressions_add(
+    *, entries: dict[str, tuple[str, str]], caused_by: dict[str, str | None], sandbox: bool = False
+) -> int:
     """{address: (reason, source)} -> Suppression rows (existing ones are left as they are);
-    `caused_by` names the client whose message the event was about, who may list the row."""
-    rows = [Suppression(email=a, reason=r, source=s, client_id=caused_by.get(a))
+    `caused_by` names the client whose message the event was about, who may list the row;
+    `sandbox`: rows of the test keys' scope."""
+    if not entries:
+        return 0
+    rows = [Suppression(email=a, reason=r, source=s, client_id=caused_by.get(a), sandbox=sandbox)
             for a, (r, s) in sorted(entries.items())]
     Suppression.objects.bulk_create(rows, ignore_conflicts=True)
     return len(rows)

@@ -15,6 +15,7 @@ from django.db import transaction
 from django_celery_beat.models import CrontabSchedule, PeriodicTask
 from rest_framework.exceptions import ValidationError
 
+from clients.key_types import KeyType
 from clients.models import Service
 from scheduling import extensions, timing
 from scheduling.models import Schedule
@@ -41,10 +42,12 @@ def _crontab(cron: str, tz_name: str) -> CrontabSchedule:
 
 
 def schedule_create_recurring(
-    *, client: Service | None, name: str, cron: str, timezone: str, definition: dict, now: datetime
+    *, client: Service | None, name: str, cron: str, timezone: str, definition: dict, now: datetime,
+    key_type: str = KeyType.LIVE,
 ) -> Schedule:
     """Validate (TimingError on `cron` / `timezone`; ValidationError on `definition`, by the
-    rules its runs will launch with), then store the schedule and its beat task."""
+    rules its runs will launch with), then store the schedule and its beat task. `key_type`:
+    the creator's key's; every run launches its campaign with it."""
     cron = timing.cron_validate(cron)
     timing.zone(timezone)
     try:
@@ -54,7 +57,7 @@ def schedule_create_recurring(
     with transaction.atomic():
         schedule = Schedule.objects.create(
             client=client, name=name, type=Schedule.Type.RECURRING, cron=cron, timezone=timezone,
-            definition=definition,
+            definition=definition, key_type=key_type,
         )
         schedule.next_run = next_run_after(schedule, now)
         schedule.periodic_task = PeriodicTask.objects.create(
@@ -129,7 +132,9 @@ def schedule_run(*, schedule_id: int, now: datetime) -> object | None:
     definition = {**schedule.definition, "schedule_run": {"schedule_id": schedule.pk, "run": schedule.runs,
                                                           "at": now.isoformat()}}
     try:
-        campaign = extensions.launch_run(definition, schedule.client_id)  # campaigns registers it
+        # campaigns registers it; the run is of the schedule's key type (a test schedule's
+        # campaigns are test campaigns)
+        campaign = extensions.launch_run(definition, schedule.client_id, schedule.key_type)
     except ValidationError as exc:
         # e.g. the audience is empty this time: this run sends nothing, the next one may.
         logger.warning("schedule %s run %s launched nothing: %s", schedule.pk, schedule.runs, exc.detail)

@@ -192,3 +192,18 @@ def test_a_revoked_key_leaves_the_services_rows_in_place():
     second = _new_key(api)
     api.delete(f"/api/v1/keys/{second['id']}")
     assert Template.objects.filter(client=service).count() == 1
+
+
+def test_a_test_keys_messages_are_its_own_and_a_live_key_sees_them_only_when_asked(otp_template):
+    live = _api_of_owner()
+    test = _api(_new_key(live, name="ci", type="test")["key"])
+    sent = test.post("/api/v1/messages", {"to": "delivered@simulator.notifier.test", **OTP},
+                     format="json")
+    assert sent.status_code == 202, sent.content
+    message_id = sent.json()["id"]
+    assert EmailMessage.objects.get(pk=message_id).key_type == "test"
+    assert test.get(f"/api/v1/messages/{message_id}").status_code == 200
+    assert live.get(f"/api/v1/messages/{message_id}").status_code == 404
+    assert live.get(f"/api/v1/messages/{message_id}?key_type=test").status_code == 200
+    live_id = live.post("/api/v1/messages", {"to": "ada@example.com", **OTP}, format="json").json()["id"]
+    assert test.get(f"/api/v1/messages/{live_id}").status_code == 404  # a test key never reads live

@@ -92,7 +92,8 @@ class Command(BaseCommand):
         if not batch:
             return 0
         emails = {row.email for row in batch} - self._seen
-        existing = set(Suppression.objects.filter(email__in=emails).values_list("email", flat=True))
+        live = Suppression.objects.filter(email__in=emails, sandbox=False)
+        existing = set(live.values_list("email", flat=True))
         new = len(emails - existing)
         self._seen |= emails  # a repeat later in the file is not new (also in a dry run)
         if not dry_run:

@@ -16,6 +16,7 @@ from campaigns.audience import CAMPAIGN_TABLE, CONTACT_TABLE, audience_sql
 from campaigns.models import Campaign
 from campaigns.schedule_sql import schedule_expr_params, schedule_sql
 from campaigns.services.fanout.ranges import NO_UPPER
+from clients.key_types import KeyType
 from delivery.models import EmailMessage
 
 Status = EmailMessage.Status
@@ -53,6 +54,7 @@ def _insert_columns(
         "idempotency_key": ("'c:' || %s || ':' || c.id", [str(campaign.id)]),
         "created_at": ("%s", [_now_param()]),
         "scheduled_for": (sched.scheduled_for_expr, schedule_expr_params(schedule)),
+        "key_type": ("%s", [campaign.key_type]),  # each row is of its campaign's key type
     }
     columns, exprs, params = [], [], []
     for model_field in EmailMessage._meta.concrete_fields:
@@ -93,6 +95,9 @@ def chunk_statement(campaign: Campaign) -> ChunkStatement:
     below = "".join(f" AND {column} <= %s" for column in ("c.id", *audience.keyset_also))
     sched = schedule_sql(campaign.schedule)
     columns, exprs, insert_params = _insert_columns(campaign, campaign.schedule)
+    # A test campaign skips the test key's suppressions, a live one the live ones (a constant:
+    # the anti-join keeps its one index probe per contact).
+    sandbox = "TRUE" if campaign.key_type == KeyType.TEST else "FALSE"
     sql = f"""
 WITH scan AS (
   SELECT c.id, c.email, c.name, c.timezone, c.locale, c.attributes, c.subscribed,
@@ -101,7 +106,7 @@ WITH scan AS (
   WHERE {audience.where} AND c.id > %s{also}{below} ORDER BY c.id LIMIT %s
 ), eligible AS (
   SELECT s.* FROM scan s WHERE s.subscribed
-    AND NOT EXISTS (SELECT 1 FROM {SUPPRESSION_TABLE} x WHERE x.email = s.email)
+    AND NOT EXISTS (SELECT 1 FROM {SUPPRESSION_TABLE} x WHERE x.email = s.email AND x.sandbox = {sandbox})
 ), ins AS (
   INSERT INTO {MESSAGE_TABLE} ({", ".join(columns)})
   SELECT {", ".join(exprs)} FROM eligible c {sched.joins}

@@ -24,6 +24,7 @@ from delivery.services.ledger.sql import (
     QUEUED_OR_MINE,
     TABLE,
     Status,
+    message_is_test_sql,
     placeholders,
     status_is,
     without_flush_wait,
@@ -70,17 +71,18 @@ def hand_off_sql(where: str) -> str:
     """The hand-off mark as one UPDATE of the rows `where` picks (SQL over the table `t`, its
     placeholders after the SET's four and the id list's): each row is handed over to the
     provider named (decision 89), or, if its address is suppressed by now, SUPPRESSED instead.
-    RETURNING id and the new status.
+    RETURNING id and the new status. A test key's row looks at the test key's suppressions.
 
     The claim read the suppression list too, but a suppression that commits after it (a hard
     bounce arriving while the batch renders, F17) must still stop the send: this write, right
     before the provider call, is the send path's last look (docs/decisions.md 91)."""
+    suppressed = email_is_suppressed_sql("lower(m.recipient)", message_is_test_sql("m"))
     return (
         f"UPDATE {TABLE} t SET send_started_at = CASE WHEN v.suppressed THEN NULL ELSE %s::timestamptz END, "
         f"status = CASE WHEN v.suppressed THEN %s ELSE t.status END, "
         f"error = CASE WHEN v.suppressed THEN %s ELSE t.error END, "
         f"provider = CASE WHEN v.suppressed THEN t.provider ELSE %s END "
-        f"FROM (SELECT m.id, {email_is_suppressed_sql('lower(m.recipient)')} AS suppressed "
+        f"FROM (SELECT m.id, {suppressed} AS suppressed "
         f"FROM {TABLE} m WHERE m.id = ANY(%s)) v "
         f"WHERE t.id = v.id AND {where} RETURNING t.id, t.status"
     )
@@ -147,7 +149,7 @@ def messages_claim_hand_off(
         f"error = CASE WHEN v.suppressed THEN %s ELSE {TABLE}.error END, "
         f"attempts = {TABLE}.attempts + CASE WHEN {TABLE}.send_started_at = %s THEN 0 ELSE 1 END, "
         f"claim_token = %s, claimed_at = %s, provider = %s "
-        f"FROM (SELECT m.id, {email_is_suppressed_sql('lower(m.recipient)')} "
+        f"FROM (SELECT m.id, {email_is_suppressed_sql('lower(m.recipient)', message_is_test_sql('m'))} "
         f"AS suppressed FROM {TABLE} m WHERE m.id IN ({placeholders(message_ids)})) v "
         f"WHERE {TABLE}.id = v.id AND ({status_is(f'{TABLE}.status')} OR {mine}) "
         f"AND {claim_guard_sql()} "

@@ -13,9 +13,17 @@ from django.utils import timezone
 
 from audience.models import Contact
 from audience.selectors import contact_merge_data_sql, email_is_suppressed_sql
+from clients.key_types import KeyType
 from delivery.extensions import claim_guard_sql
 from delivery.services.ledger.prepared import execute_prepared
-from delivery.services.ledger.sql import MINE_NOT_HANDED_OVER, QUEUED_OR_MINE, TABLE, Status, status_is
+from delivery.services.ledger.sql import (
+    MINE_NOT_HANDED_OVER,
+    QUEUED_OR_MINE,
+    TABLE,
+    Status,
+    message_is_test_sql,
+    status_is,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +42,7 @@ class ClaimedMessage:
     suppressed: bool
     locale: str
     contact_gone: bool = False
+    key_type: str = KeyType.LIVE  # a test key's row is settled by the sandbox (issue 27)
 
 
 CONTACT_TABLE = Contact._meta.db_table
@@ -56,7 +65,7 @@ def send_rows_sql(source: str, *, suppressed: str, where: str = "") -> str:
     return (
         f"SELECT {TABLE}.id, {TABLE}.attempts, {TABLE}.priority, {TABLE}.recipient, {context}, "
         f"{TABLE}.template_version_id, {TABLE}.campaign_id, {TABLE}.contact_id, {suppressed}, "
-        f"COALESCE(c.locale, ''), {CONTACT_GONE} "
+        f"COALESCE(c.locale, ''), {CONTACT_GONE}, {TABLE}.key_type "
         f"FROM {source} AS {TABLE} LEFT JOIN {CONTACT_TABLE} c ON c.id = {TABLE}.contact_id {where}"
     )
 
@@ -64,7 +73,7 @@ def send_rows_sql(source: str, *, suppressed: str, where: str = "") -> str:
 def claimed_message(row: Sequence) -> ClaimedMessage:
     context = json.loads(row[4]) if isinstance(row[4], str) else row[4]
     return ClaimedMessage(row[0], row[1], row[2], row[3], context or {}, row[5], row[6], row[7],
-                          bool(row[8]), row[9] or "", bool(row[10]))
+                          bool(row[8]), row[9] or "", bool(row[10]), row[11])
 
 
 def messages_queued_read_for_send(*, message_ids: Sequence[int]) -> list[ClaimedMessage]:
@@ -108,7 +117,7 @@ def messages_claim_for_send(*, message_ids: Sequence[int], token: str) -> list[C
         rows, params = f"id = ANY(%s) AND {status_is()} AND NOT {mine}", [ids, Status.QUEUED, ids]
     else:
         rows, params = f"id = ANY(%s) AND {QUEUED_OR_MINE}", [ids, Status.QUEUED]
-    suppressed = email_is_suppressed_sql(f"lower({TABLE}.recipient)")
+    suppressed = email_is_suppressed_sql(f"lower({TABLE}.recipient)", message_is_test_sql(TABLE))
     sql = claim_cte(rows) + send_rows_sql("claimed", suppressed=suppressed, where=f"ORDER BY {TABLE}.id")
     params = [Status.SENDING, token, timezone.now(), *params, Status.SENDING, token]
     with connection.cursor() as cursor:

@@ -21,7 +21,7 @@ from delivery.services.ledger.send_reads import (
     claimed_message,
     send_rows_sql,
 )
-from delivery.services.ledger.sql import QUEUED_OR_MINE, TABLE, Status
+from delivery.services.ledger.sql import QUEUED_OR_MINE, TABLE, Status, message_is_test_sql
 from delivery.services.ledger.unflushed import sent_marks_remember
 
 
@@ -29,7 +29,8 @@ def message_claim_for_send(*, message_id: int, token: str) -> ClaimedMessage | N
     """`messages_claim` for one row (send_one's lean path), returning the row as a send reads
     it, in one statement; this very task redelivered before its hand-off re-takes its row (one
     row is never split). `suppressed` also says its campaign contact was deleted."""
-    suppressed = f"({email_is_suppressed_sql(f'lower({TABLE}.recipient)')} OR {CONTACT_GONE})"
+    is_test = message_is_test_sql(TABLE)
+    suppressed = f"({email_is_suppressed_sql(f'lower({TABLE}.recipient)', is_test)} OR {CONTACT_GONE})"
     sql = claim_cte(f"id = %s AND {QUEUED_OR_MINE}") + send_rows_sql("claimed", suppressed=suppressed)
     params = [Status.SENDING, token, timezone.now(), message_id, Status.QUEUED, Status.SENDING, token]
     with connection.cursor() as cursor:

@@ -9,10 +9,17 @@ from collections.abc import Mapping, Sequence
 from django.conf import settings
 from django.db import connection
 
+from clients.key_types import KeyType
 from delivery.models import EmailMessage
 
 Status = EmailMessage.Status
 TABLE = EmailMessage._meta.db_table
+
+
+def message_is_test_sql(alias: str) -> str:
+    """Whether the message row `alias` is a test key's (issue 27): its suppression check looks
+    at the test key's suppressions only (audience.selectors.email_is_suppressed_sql)."""
+    return f"({alias}.key_type = '{KeyType.TEST.value}')"
 
 
 # A sweep's candidate rows, locked in one order and never waited for: a row a worker's claim or
