@@ -18,3 +18,13 @@ class ClientsConfig(AppConfig):
         for model in (ApiKey, Service):
             post_save.connect(forget_changed_credentials, sender=model)
             post_delete.connect(forget_changed_credentials, sender=model)
+
+        # The same for OAuth2 clients and their tokens (clients/oauth_cache.py).
+        from oauth2_provider.models import AccessToken
+
+        from clients.oauth_cache import forget_changed_oauth_credentials
+        from clients.oauth_models import OAuthClient
+
+        for model in (OAuthClient, AccessToken, Service):
+            post_save.connect(forget_changed_oauth_credentials, sender=model)
+            post_delete.connect(forget_changed_oauth_credentials, sender=model)

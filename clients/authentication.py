@@ -1,4 +1,5 @@
-"""DRF authentication by `Authorization: Api-Key <key>` (any other scheme is a 401 saying so).
+"""DRF authentication by `Authorization: Api-Key <key>`. `Bearer <token>` is left to
+clients/oauth_authentication.py; any other scheme is a 401 naming both.
 
 The key is looked up by its public prefix and checked against the stored SHA-512 hash with a
 constant-time compare (djangorestframework-api-key); revoked and expired keys are refused (401).
@@ -19,6 +20,7 @@ from clients.models import ApiKey
 from clients.services import api_key_touch
 
 KEYWORD = "Api-Key"
+BEARER_KEYWORD = "Bearer"  # an OAuth2 access token (clients/oauth_authentication.py)
 
 
 def caller_for_key(api_key: ApiKey) -> Caller:
@@ -38,13 +40,17 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         if not header:
             return None  # DRF answers 401 "not provided" (core/api/errors.py names the scheme)
         scheme, _, key = header.partition(" ")
-        # Auth schemes are case-insensitive (RFC 9110 11.1). Another one (`Bearer <key>`, a bare
-        # key) is the caller's likely mistake: say which scheme we expect instead of answering
-        # "not provided" to a request that plainly carries credentials. The header itself is
-        # never echoed: a bare key would be its "scheme".
+        # Auth schemes are case-insensitive (RFC 9110 11.1). `Bearer` is the next class's.
+        # Another one (`Token <key>`, a bare key) is the caller's likely mistake: say which
+        # schemes we expect instead of answering "not provided" to a request that plainly
+        # carries credentials. The header itself is never echoed: a bare key would be its
+        # "scheme".
+        if scheme.lower() == BEARER_KEYWORD.lower():
+            return None
         if scheme.lower() != KEYWORD.lower():
             raise exceptions.AuthenticationFailed(
-                f"Unsupported authorization scheme: use 'Authorization: {KEYWORD} <key>'."
+                f"Unsupported authorization scheme: use 'Authorization: {KEYWORD} <key>' or "
+                f"'Authorization: {BEARER_KEYWORD} <token>'."
             )
         claimed_type, library_key = key_from_wire(key.strip())
         try:
@@ -60,4 +66,5 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         return caller_for_key(api_key), api_key
 
     def authenticate_header(self, request: Request) -> str:
-        return KEYWORD
+        # DRF takes the first class's challenge for every 401: name both schemes (RFC 9110 11.6.1).
+        return f"{KEYWORD}, {BEARER_KEYWORD}"

@@ -116,3 +116,7 @@ class IdempotencyRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} ({self.status_code or 'in progress'})"
+
+
+# The OAuth2 client model lives in its own module; imported here so Django registers it.
+from clients.oauth_models import OAuthClient  # noqa: E402, F401

@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "rest_framework_api_key",
+    "oauth2_provider",  # OAuth2 client credentials beside API keys (clients/oauth_models.py)
     "django_celery_beat",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI / Redoc assets served locally, no CDN
@@ -257,7 +258,9 @@ NOTIFIER_PUBLIC_URL = env.str("NOTIFIER_PUBLIC_URL", default="http://127.0.0.1:8
 
 # --- API ---------------------------------------------------------------------------------------
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["clients.authentication.ApiKeyAuthentication"],
+    # `Api-Key <key>` or `Bearer <token>` (an OAuth2 access token, clients/oauth_authentication.py).
+    "DEFAULT_AUTHENTICATION_CLASSES": ["clients.authentication.ApiKeyAuthentication",
+                                       "clients.oauth_authentication.BearerTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": [
         "rest_framework.permissions.IsAuthenticated",
         # Enforces a view's `required_scope` (clients/scopes.py); views without one stay open
@@ -287,6 +290,20 @@ NOTIFIER_IDEMPOTENCY_WAIT_SECONDS = env.float("NOTIFIER_IDEMPOTENCY_WAIT_SECONDS
 NOTIFIER_API_KEY_CACHE_SECONDS = env.float("NOTIFIER_API_KEY_CACHE_SECONDS", default=5.0)
 NOTIFIER_SEND_GUARD_CACHE_SECONDS = env.float("NOTIFIER_SEND_GUARD_CACHE_SECONDS", default=5.0)
 API_KEY_CUSTOM_HEADER = None
+# OAuth2 client credentials (django-oauth-toolkit, decision 9X): applications belong to a service
+# (swapped in before DOT's first migration), only the client_credentials grant, secrets hashed,
+# tokens stored as a SHA-256 checksum only (RFC 9700's token storage), scopes from clients.scopes.
+OAUTH2_PROVIDER_APPLICATION_MODEL = "clients.OAuthClient"
+NOTIFIER_OAUTH_TOKEN_SECONDS = env.int("NOTIFIER_OAUTH_TOKEN_SECONDS", default=3600)
+OAUTH2_PROVIDER = {
+    "ACCESS_TOKEN_EXPIRE_SECONDS": NOTIFIER_OAUTH_TOKEN_SECONDS,
+    "SCOPES_BACKEND_CLASS": "clients.oauth_scopes.OAuthClientScopes",
+    "APPLICATION_ADMIN_CLASS": "clients.oauth_admin.OAuthClientAdmin",
+    "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
+    "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
+    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+}
 SPECTACULAR_SETTINGS = {
     "TITLE": "notifier API",
     "DESCRIPTION": "Send email through notifier. Guide: docs/api.md. Every error has the shape "

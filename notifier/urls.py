@@ -18,6 +18,7 @@ api_v1 = [
     path("", include("transactional.urls")),  # POST /api/v1/messages, GET /api/v1/messages/<id>
     path("api/v1/providers", ProviderListApi.as_view(), name="provider-list"),
     path("", include("clients.urls")),  # the service, its keys and team list
+    path("", include("clients.oauth_urls")),  # OAuth2 clients and POST /oauth/token
 ]
 
 api_docs = [

@@ -100,6 +100,13 @@ def is_outage(exc: Exception) -> bool:
     )
 
 
+def _ways_to_authenticate(challenges: str) -> str:
+    """'Api-Key, Bearer' -> "'Authorization: Api-Key <key>' or 'Authorization: Bearer <token>'"."""
+    schemes = [challenge.split()[0] for challenge in challenges.split(",") if challenge.strip()]
+    return " or ".join(f"'Authorization: {scheme} {'<token>' if scheme.lower() == 'bearer' else '<key>'}'"
+                       for scheme in schemes)
+
+
 def exception_handler(exc: Exception, context: dict) -> Response | None:
     if is_outage(exc):
         return outage_response(exc)
@@ -113,9 +120,10 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
         message = f"Invalid input in: {names}."
     elif isinstance(exc, exceptions.NotAuthenticated) and getattr(exc, "auth_header", None):
         # DRF's "Authentication credentials were not provided." does not say how to provide
-        # them; the view's WWW-Authenticate scheme does (`Api-Key`), without core knowing it.
+        # them; the view's WWW-Authenticate schemes do (`Api-Key, Bearer`), without core
+        # knowing them. A Bearer credential is a token (RFC 6750), any other a key.
         fields = {}
-        message = f"No credentials: send 'Authorization: {exc.auth_header} <key>'."
+        message = f"No credentials: send {_ways_to_authenticate(exc.auth_header)}."
     else:
         fields = {}
         message = " ".join(_flatten(getattr(exc, "detail", str(exc)))) or "Not found."
