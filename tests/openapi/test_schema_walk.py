@@ -47,6 +47,8 @@ WALK = [
     "GET /api/v1/service", "POST /api/v1/keys", "GET /api/v1/keys", "GET /api/v1/keys/{key_id}",
     "DELETE /api/v1/keys/{key_id}", "POST /api/v1/team-members", "GET /api/v1/team-members",
     "DELETE /api/v1/team-members/{member_id}",
+    "POST /api/v1/oauth-clients", "GET /api/v1/oauth-clients",
+    "DELETE /api/v1/oauth-clients/{client_id}",
     "DELETE /api/v1/templates/{template_id}",
 ]
 # Path parameter <- (the operation whose answer holds it, the field of that answer).
@@ -58,6 +60,7 @@ CREATED_BY = {
     "schedule_id": ("POST /api/v1/schedules", "id"),
     "key_id": ("POST /api/v1/keys", "id"),
     "member_id": ("POST /api/v1/team-members", "id"),
+    "client_id": ("POST /api/v1/oauth-clients", "client_id"),
 }
 
 
