@@ -14,6 +14,7 @@ import secrets
 from pathlib import Path
 
 import environ
+from django.conf import global_settings
 
 from devtools.embedded import embedded_postgres, embedded_redis
 from notifier.renamed_env import adopt_renamed_variables
@@ -295,7 +296,11 @@ API_KEY_CUSTOM_HEADER = None
 # tokens stored as a SHA-256 checksum only (RFC 9700's token storage), scopes from clients.scopes.
 OAUTH2_PROVIDER_APPLICATION_MODEL = "clients.OAuthClient"
 NOTIFIER_OAUTH_TOKEN_SECONDS = env.int("NOTIFIER_OAUTH_TOKEN_SECONDS", default=3600)
+# An OAuth client's secret is random: salted SHA-512, not PBKDF2 (clients/oauth_secret_hasher.py).
+# Listed last, so never chosen for a user's password.
+PASSWORD_HASHERS = [*global_settings.PASSWORD_HASHERS, "clients.oauth_secret_hasher.ClientSecretHasher"]
 OAUTH2_PROVIDER = {
+    "CLIENT_SECRET_HASHER": "oauth_client_sha512",
     "ACCESS_TOKEN_EXPIRE_SECONDS": NOTIFIER_OAUTH_TOKEN_SECONDS,
     "SCOPES_BACKEND_CLASS": "clients.oauth_scopes.OAuthClientScopes",
     "APPLICATION_ADMIN_CLASS": "clients.oauth_admin.OAuthClientAdmin",

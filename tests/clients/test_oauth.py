@@ -97,7 +97,8 @@ def test_secrets_and_tokens_are_stored_only_hashed():
     _, _, client, secret = _service_with_client()
     token = _token(client.client_id, secret)
     stored = OAuthClient.objects.get(pk=client.pk)
-    assert secret not in stored.client_secret and identify_hasher(stored.client_secret)
+    assert secret not in stored.client_secret
+    assert identify_hasher(stored.client_secret).algorithm == "oauth_client_sha512"
     row = AccessToken.objects.get(application=client)
     assert row.token == "" and token not in row.token_checksum  # RFC 9700's token storage
 
