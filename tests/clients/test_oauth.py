@@ -116,6 +116,20 @@ def test_a_wrong_secret_or_an_unknown_client_is_a_401_and_issues_nothing(mangle)
     assert AccessToken.objects.count() == 0
 
 
+@pytest.mark.parametrize("header", [
+    None, "Basic !!!", "Basic ", "Bearer x",
+    "Basic " + base64.b64encode(b"nocolon").decode(),
+    "Basic " + base64.b64encode(b"\xff:\xfe").decode(),
+])
+def test_a_token_request_with_no_or_broken_client_authentication_is_a_401(header):
+    _service_with_client()
+    extra = {"HTTP_AUTHORIZATION": header} if header is not None else {}
+    response = APIClient().post("/oauth/token", {"grant_type": "client_credentials"}, **extra)
+    assert response.status_code == 401
+    assert response.json()["error"] == "invalid_client"
+    assert AccessToken.objects.count() == 0
+
+
 def test_the_secret_in_the_form_body_works_too():
     _, _, client, secret = _service_with_client()
     response = APIClient().post("/oauth/token", {"grant_type": "client_credentials",
@@ -179,11 +193,11 @@ def test_an_expired_token_is_a_401_even_while_cached(settings):
     settings.NOTIFIER_API_KEY_CACHE_SECONDS = 60.0
     _, _, client, secret = _service_with_client()
     token = _token(client.client_id, secret)
-    # As if issued an hour ago: one second left (an update sends no signal to the cache).
-    AccessToken.objects.filter(application=client).update(
-        expires=timezone.now() + timedelta(seconds=1))
+    # As if issued an hour ago: two seconds left (an update sends no signal to the cache).
+    expires = timezone.now() + timedelta(seconds=2)
+    AccessToken.objects.filter(application=client).update(expires=expires)
     assert _api("Bearer", token).get("/api/v1/messages/999").status_code == 404  # cached now
-    time.sleep(1.2)
+    time.sleep((expires - timezone.now()).total_seconds() + 0.1)
     response = _api("Bearer", token).get("/api/v1/messages/999")
     assert response.status_code == 401
     assert response.json()["error"] == {"code": "unauthenticated", "message": "Bearer token has expired.",
@@ -201,7 +215,7 @@ def test_revoking_through_the_api_refuses_the_tokens_at_once_in_this_process():
 
 
 def test_a_client_deleted_by_another_process_is_refused_within_the_cache_seconds(settings):
-    settings.NOTIFIER_API_KEY_CACHE_SECONDS = 0.5
+    settings.NOTIFIER_API_KEY_CACHE_SECONDS = 2.0
     _, _, client, secret = _service_with_client()
     token = _token(client.client_id, secret)
     assert _api("Bearer", token).get("/api/v1/messages/999").status_code == 404
@@ -209,7 +223,7 @@ def test_a_client_deleted_by_another_process_is_refused_within_the_cache_seconds
         cursor.execute("DELETE FROM oauth2_provider_accesstoken WHERE application_id = %s", [client.pk])
         cursor.execute("DELETE FROM clients_oauthclient WHERE id = %s", [client.pk])
     assert _api("Bearer", token).get("/api/v1/messages/999").status_code == 404  # still trusted
-    time.sleep(0.6)
+    time.sleep(2.1)
     assert _api("Bearer", token).get("/api/v1/messages/999").status_code == 401
 
 
