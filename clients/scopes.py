@@ -63,7 +63,7 @@ def client_allows(client: Any, scopes: str | tuple[str, ...], method: str) -> bo
 
 def _missing(scopes: str | tuple[str, ...]) -> str:
     names = (scopes,) if isinstance(scopes, str) else scopes
-    return f"This API key lacks the {' or '.join(repr(name) for name in names)} scope."
+    return f"This credential lacks the {' or '.join(repr(name) for name in names)} scope."
 
 
 class ScopePermission(BasePermission):

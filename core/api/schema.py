@@ -23,8 +23,9 @@ from core.api.fields import StrictInputMixin
 
 _DESCRIPTIONS = {
     400: "Invalid input; `fields` names each bad field.",
-    401: "Missing, wrong, revoked or expired API key, or a scheme other than `Api-Key <key>`.",
-    403: "The API key lacks the scope this endpoint needs.",
+    401: "Missing, wrong, revoked or expired API key or bearer token, or a scheme other than "
+         "`Api-Key <key>` and `Bearer <token>`.",
+    403: "The API key or bearer token lacks the scope this endpoint needs.",
     404: "No such object (or it belongs to another client).",
     409: "Idempotency-Key reused with a different request, or the first is still running.",
     413: "Request body larger than NOTIFIER_API_MAX_BODY_BYTES.",
@@ -43,7 +44,7 @@ def error_example(status: int, message: str, fields: dict | None = None) -> Open
 _EXAMPLES = {
     400: error_example(400, "Invalid input in: to.", {"to": ["Enter a valid email address."]}),
     401: error_example(401, "Invalid API key."),
-    403: error_example(403, "This API key lacks the 'send' scope."),
+    403: error_example(403, "This credential lacks the 'send' scope."),
     404: error_example(404, "No such template."),
     409: error_example(409, "This Idempotency-Key was used with a different request."),
     413: error_example(413, "Request body is 5000000 bytes; the limit is 2097152 bytes."),
