@@ -11,6 +11,7 @@ no scope the credential does not hold itself. A foreign client id is a 404.
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiExample, extend_schema
+from oauth2_provider.models import AccessToken
 from rest_framework import generics, serializers, status
 from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.request import Request
@@ -58,6 +59,12 @@ def _scopes_within_caller(caller: Caller, wanted: list[str] | None) -> list[str]
     return scopes
 
 
+def _maker(caller: Caller) -> str:
+    """`created_by` of what a caller makes: the key's prefix, or the OAuth client's id."""
+    kind = "oauth" if isinstance(caller.credential, AccessToken) else "key"
+    return f"{kind}:{caller.label}"
+
+
 def _client_of(caller: Caller, client_id: str) -> OAuthClient:
     client = OAuthClient.objects.filter(service=caller.service, client_id=client_id).first()
     if client is None:
@@ -92,7 +99,7 @@ class OAuthClientListCreateApi(generics.GenericAPIView):
         try:
             client, secret = oauth_client_create(service=request.user.service, name=data["name"],
                                                  scopes=scopes,
-                                                 created_by=f"key:{request.user.label}")
+                                                 created_by=_maker(request.user))
         except KeyRefusedError as exc:
             raise serializers.ValidationError({exc.field: [str(exc)]}) from exc
         client.client_secret = secret

@@ -91,6 +91,11 @@ def test_a_client_made_through_the_api_gets_a_token_that_works_as_its_service():
     listed = _api("Api-Key", key).get("/api/v1/oauth-clients").json()
     assert [entry["client_id"] for entry in listed] == [body["client_id"]]
     assert "client_secret" not in listed[0]
+    assert listed[0]["created_by"] == f"key:{service.api_keys.get().prefix}"
+    # A token holding `keys` makes a client too, recorded as made by its client.
+    second = _api("Bearer", token["access_token"]).post("/api/v1/oauth-clients", {"name": "b"},
+                                                        format="json")
+    assert second.status_code == 201 and second.json()["created_by"] == f"oauth:{body['client_id']}"
 
 
 def test_secrets_and_tokens_are_stored_only_hashed():
