@@ -9,6 +9,7 @@ classified here, so it cannot forget tenancy.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -21,6 +22,8 @@ from rest_framework.test import APIClient
 from audience.models import Contact, ContactList, Segment, Suppression
 from campaigns.models import Campaign
 from clients.models import ApiKey, Service, TeamMember
+from clients.oauth_models import OAuthClient
+from clients.oauth_services import oauth_client_create
 from clients.services import api_key_create, service_create
 from delivery.models import EmailMessage
 from scheduling.models import Schedule
@@ -41,6 +44,7 @@ NOT_TENANT_DATA = {
     "api/v1/stats/overview": "platform: throughput, queues, workers, providers",
     "u/<str:token>/": "the signed unsubscribe link is the credential, no API key",
     "healthz": "liveness, no data",
+    "oauth/token": "OAuth2 token endpoint: the client's id and secret are the credential, no API key",
     "": "the front page: links, no data",
     "tour/": "the README's tour, no data",
     "admin/": "Django admin: staff only, sees every client's rows",
@@ -79,6 +83,7 @@ class Objects:
     suppression: Suppression
     api_key: ApiKey
     team_member: TeamMember
+    oauth_client: OAuthClient
 
 
 def _objects_of(owner: Service) -> Objects:
@@ -101,8 +106,9 @@ def _objects_of(owner: Service) -> Objects:
                                              source=f"{SECRET}-source", client=owner)
     api_key, _ = api_key_create(service=owner, name=f"{SECRET}-key")
     member = TeamMember.objects.create(service=owner, email=f"dev@{SECRET}.example")
+    oauth_client, _ = oauth_client_create(service=owner, name=f"{SECRET}-job")
     return Objects(version.template, contact, contact_list, segment, campaign, schedule, message,
-                   suppression, api_key, member)
+                   suppression, api_key, member, oauth_client)
 
 
 def _routes(patterns: list, prefix: str = "") -> Iterator[tuple[str, URLPattern | URLResolver]]:
@@ -145,6 +151,7 @@ OBJECT_ROUTES: dict[str, Callable[[Objects], dict]] = {
     "api/v1/suppressions/<str:email>": lambda a: {"email": a.suppression.email},
     "api/v1/keys/<str:key_id>": lambda a: {"key_id": a.api_key.prefix},
     "api/v1/team-members/<id:member_id>": lambda a: {"member_id": a.team_member.pk},
+    "api/v1/oauth-clients/<str:client_id>": lambda a: {"client_id": a.oauth_client.client_id},
 }
 BODIES: dict[tuple[str, str], Callable[[Objects], dict]] = {
     ("api/v1/templates/<id:template_id>", "put"):
@@ -162,10 +169,12 @@ def _url(route: str, kwargs: dict) -> str:
     return "/" + route
 
 
-def _collection_checks(a: Objects, b: Tenant, team_key: bool = False
+def _collection_checks(a: Objects, b: Tenant, kind: str = "first key"
                        ) -> dict[tuple[str, str], Callable[[], None]]:
     """What B may do on a collection route, and what proves A's rows are untouched. A team key
-    is refused a list audience before the list is even looked up: the 400 names `recipients`."""
+    is refused a list audience before the list is even looked up: the 400 names `recipients`;
+    test and team keys may not make OAuth clients (their tokens act as live keys): a 403."""
+    team_key = kind == "team key"
 
     def created_own(url: str, body: dict, model: type, name: str) -> Callable[[], None]:
         def check() -> None:
@@ -208,6 +217,14 @@ def _collection_checks(a: Objects, b: Tenant, team_key: bool = False
         assert response.status_code == 201, response.content
         assert TeamMember.objects.filter(service=b.client, email=a.team_member.email).exists()
 
+    def new_oauth_client() -> None:
+        response = b.api.post("/api/v1/oauth-clients", {"name": a.oauth_client.name}, format="json")
+        if kind in ("test key", "team key"):
+            assert response.status_code == 403, response.content
+            return
+        assert response.status_code == 201, response.content
+        assert OAuthClient.objects.get(client_id=response.json()["client_id"]).service == b.client
+
     def suppress_again() -> None:
         """B may suppress an address A's mail already suppressed, and learns nothing of A's row."""
         response = b.api.post("/api/v1/suppressions", {"email": a.suppression.email}, format="json")
@@ -233,6 +250,7 @@ def _collection_checks(a: Objects, b: Tenant, team_key: bool = False
         ("api/v1/suppressions", "post"): suppress_again,
         ("api/v1/keys", "post"): new_key,
         ("api/v1/team-members", "post"): team_member,
+        ("api/v1/oauth-clients", "post"): new_oauth_client,
     }
 
 
@@ -248,6 +266,7 @@ def _assert_a_untouched(a: Objects) -> None:
     assert not EmailMessage.objects.filter(recipient="b@b.example").exists()  # no test send
     assert not ApiKey.objects.get(pk=a.api_key.pk).revoked
     assert TeamMember.objects.filter(pk=a.team_member.pk).exists()
+    assert OAuthClient.objects.filter(pk=a.oauth_client.pk).exists()
 
 
 @pytest.fixture
@@ -258,10 +277,24 @@ def tenants(db) -> tuple[Objects, Tenant, Tenant]:
     return a, b, admin
 
 
+def _bearer_api(service: Service) -> APIClient:
+    """An API client calling with an OAuth2 token of `service` (client credentials)."""
+    client, secret = oauth_client_create(service=service, name="walker")
+    basic = base64.b64encode(f"{client.client_id}:{secret}".encode()).decode()
+    response = APIClient().post("/oauth/token", {"grant_type": "client_credentials"},
+                                HTTP_AUTHORIZATION=f"Basic {basic}")
+    assert response.status_code == 200, response.content
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {response.json()['access_token']}")
+    return api
+
+
 def _with_credential(b: Tenant, kind: str) -> Tenant:
     """B calling with another of its credentials: every kind sees B's rows, never A's."""
     if kind == "first key":
         return b
+    if kind == "oauth token":
+        return Tenant(b.client, _bearer_api(b.client))
     key_type = {"second key": "live", "test key": "test", "team key": "team"}[kind]
     _, key = api_key_create(service=b.client, name=kind, key_type=key_type,
                             scopes=["send", "campaigns", "schedules", "analytics", "keys"])
@@ -273,11 +306,11 @@ def _with_credential(b: Tenant, kind: str) -> Tenant:
     return Tenant(b.client, api)
 
 
-@pytest.mark.parametrize("kind", ["first key", "second key", "test key", "team key"])
+@pytest.mark.parametrize("kind", ["first key", "second key", "test key", "team key", "oauth token"])
 def test_every_route_hides_a_clients_objects_from_another(tenants, kind):
     a, b, admin = tenants
     b = _with_credential(b, kind)
-    collection = _collection_checks(a, b, team_key=kind == "team key")
+    collection = _collection_checks(a, b, kind)
     walked = []
     for route, pattern in _routes(get_resolver().url_patterns):
         if route in NOT_TENANT_DATA:
