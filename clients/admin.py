@@ -10,6 +10,7 @@ from django.http import HttpRequest
 from rest_framework_api_key.admin import APIKeyModelAdmin
 from rest_framework_api_key.models import APIKey
 
+from clients.admin_columns import ScopeListMixin
 from clients.key_format import key_for_wire
 from clients.models import ApiKey, IdempotencyRecord, Service, TeamMember
 from clients.rates import parse_rate
@@ -91,20 +92,16 @@ admin.site.unregister(APIKey)
 
 
 @admin.register(Service)
-class ServiceAdmin(admin.ModelAdmin):
+class ServiceAdmin(ScopeListMixin, admin.ModelAdmin):
     form = ServiceForm
     list_display = ["name", "id", "scope_list", "rate_limit", "created"]
     search_fields = ["name", "id", "api_keys__prefix"]
     readonly_fields = ["id", "created"]
     inlines = [ApiKeyInline, TeamMemberInline]
 
-    @admin.display(description="scopes")
-    def scope_list(self, service: Service) -> str:
-        return ", ".join(service.scopes or [])
-
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(APIKeyModelAdmin):
+class ApiKeyAdmin(ScopeListMixin, APIKeyModelAdmin):
     form = ApiKeyForm
     list_display = ["prefix", "name", "service", "key_type", "scope_list", "created",
                     "last_used_at", "expiry_date", "revoked"]
@@ -115,10 +112,6 @@ class ApiKeyAdmin(APIKeyModelAdmin):
     actions = ["revoke"]
     paginator = LargeTablePaginator
     show_full_result_count = False
-
-    @admin.display(description="scopes")
-    def scope_list(self, api_key: ApiKey) -> str:
-        return ", ".join(api_key.scopes or [])
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: object = None,
                    change: bool = False) -> None:

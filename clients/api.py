@@ -97,12 +97,7 @@ def _refuse_escalation(caller: Caller, data: dict[str, Any]) -> list[str]:
         raise serializers.ValidationError(
             {"type": [f"A {caller.key_type} key may make {', '.join(sorted(MAY_MAKE[caller.key_type]))} "
                       "keys only."]})
-    scopes = data.get("scopes") or sorted(caller.scopes, key=Scope.values.index)
-    beyond = sorted(set(scopes) - caller.scopes) if Scope.ADMIN not in caller.scopes else []
-    if beyond:
-        raise serializers.ValidationError(
-            {"scopes": [f"The key making it does not hold {', '.join(beyond)}."]})
-    return scopes
+    return caller.scopes_within(data.get("scopes"))
 
 
 class ServiceApi(generics.GenericAPIView):
@@ -142,7 +137,7 @@ class KeyListCreateApi(generics.GenericAPIView):
             api_key, key = api_key_create(
                 service=request.user.service, name=data["name"], key_type=data["type"],
                 scopes=scopes, expiry_date=data["expiry_date"], rate_limit=data["rate_limit"],
-                created_by=f"key:{request.user.label}")
+                created_by=request.user.maker)
         except KeyRefusedError as exc:
             raise serializers.ValidationError({exc.field: [str(exc)]}) from exc
         api_key.key = key

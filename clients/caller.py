@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from rest_framework import serializers
+
 from clients.key_types import KeyType
 from clients.models import Service
 from clients.scopes import Scope
@@ -26,6 +28,8 @@ class Caller:
     endpoint_rate_limits: dict[str, str] | None = None
     # The throttle and log label of the credential (a key's public prefix, an OAuth client id).
     label: str = ""
+    # "key" or "oauth": what `maker` says the credential was.
+    credential_kind: str = "key"
 
     is_authenticated = True
     is_anonymous = False
@@ -37,6 +41,21 @@ class Caller:
 
     def __bool__(self) -> bool:
         return True
+
+    @property
+    def maker(self) -> str:
+        """`created_by` of what this caller makes: `key:<prefix>` or `oauth:<client id>`."""
+        return f"{self.credential_kind}:{self.label}"
+
+    def scopes_within(self, wanted: list[str] | None) -> list[str]:
+        """The scopes a credential made by this caller gets (default: all of the caller's):
+        never one the caller does not hold itself. Raises a 400 naming `scopes`."""
+        scopes = wanted or sorted(self.scopes, key=Scope.values.index)
+        beyond = sorted(set(scopes) - self.scopes) if Scope.ADMIN not in self.scopes else []
+        if beyond:
+            raise serializers.ValidationError(
+                {"scopes": [f"The credential making it does not hold {', '.join(beyond)}."]})
+        return scopes
 
     @classmethod
     def of_service(cls, service: Service, key_type: str = KeyType.LIVE) -> Caller:

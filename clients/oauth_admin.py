@@ -10,6 +10,7 @@ from django.contrib import admin, messages
 from django.http import HttpRequest
 from oauth2_provider.generators import generate_client_secret
 
+from clients.admin_columns import ScopeListMixin
 from clients.oauth_models import OAuthClient
 from clients.scopes import Scope, default_scopes
 from clients.services import KeyRefusedError, scopes_within_service
@@ -34,17 +35,13 @@ class OAuthClientForm(forms.ModelForm):
         return cleaned
 
 
-class OAuthClientAdmin(admin.ModelAdmin):
+class OAuthClientAdmin(ScopeListMixin, admin.ModelAdmin):
     form = OAuthClientForm
     list_display = ["client_id", "name", "service", "scope_list", "created", "created_by"]
     list_select_related = ["service"]
     search_fields = ["client_id", "name", "service__name"]
     autocomplete_fields = ["service"]
     readonly_fields = ["client_id", "created", "created_by"]
-
-    @admin.display(description="scopes")
-    def scope_list(self, client: OAuthClient) -> str:
-        return ", ".join(client.scopes or [])
 
     def save_model(self, request: HttpRequest, obj: OAuthClient, form: object = None,
                    change: bool = False) -> None:

@@ -11,7 +11,6 @@ no scope the credential does not hold itself. A foreign client id is a 404.
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiExample, extend_schema
-from oauth2_provider.models import AccessToken
 from rest_framework import generics, serializers, status
 from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.request import Request
@@ -51,18 +50,7 @@ def _scopes_within_caller(caller: Caller, wanted: list[str] | None) -> list[str]
     if caller.key_type != KeyType.LIVE:
         raise PermissionDenied(f"A {caller.key_type} key may not make OAuth clients: their "
                                "tokens act as live keys.")
-    scopes = wanted or sorted(caller.scopes, key=Scope.values.index)
-    beyond = sorted(set(scopes) - caller.scopes) if Scope.ADMIN not in caller.scopes else []
-    if beyond:
-        raise serializers.ValidationError(
-            {"scopes": [f"The credential making it does not hold {', '.join(beyond)}."]})
-    return scopes
-
-
-def _maker(caller: Caller) -> str:
-    """`created_by` of what a caller makes: the key's prefix, or the OAuth client's id."""
-    kind = "oauth" if isinstance(caller.credential, AccessToken) else "key"
-    return f"{kind}:{caller.label}"
+    return caller.scopes_within(wanted)
 
 
 def _client_of(caller: Caller, client_id: str) -> OAuthClient:
@@ -99,7 +87,7 @@ class OAuthClientListCreateApi(generics.GenericAPIView):
         try:
             client, secret = oauth_client_create(service=request.user.service, name=data["name"],
                                                  scopes=scopes,
-                                                 created_by=_maker(request.user))
+                                                 created_by=request.user.maker)
         except KeyRefusedError as exc:
             raise serializers.ValidationError({exc.field: [str(exc)]}) from exc
         client.client_secret = secret

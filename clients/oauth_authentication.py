@@ -33,7 +33,7 @@ def caller_for_token(access_token: AccessToken) -> Caller:
     allowed = set(oauth_client_scopes(client))
     return Caller(service=client.service, credential=access_token,
                   scopes=frozenset(scope for scope in access_token.scope.split() if scope in allowed),
-                  key_type=KeyType.LIVE, label=client.client_id)
+                  key_type=KeyType.LIVE, label=client.client_id, credential_kind="oauth")
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
