@@ -1,4 +1,4 @@
-"""A service manages its own OAuth2 clients (decision 9X), like its API keys (clients/api.py).
+"""A service manages its own OAuth2 clients (decision 104), like its API keys (clients/api.py).
 
     GET    /api/v1/oauth-clients               the service's clients (never a secret)    keys
     POST   /api/v1/oauth-clients               a new client; the secret is answered once  keys

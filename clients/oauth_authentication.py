@@ -1,4 +1,4 @@
-"""DRF authentication by `Authorization: Bearer <token>`: an OAuth2 access token (decision 9X).
+"""DRF authentication by `Authorization: Bearer <token>`: an OAuth2 access token (decision 104).
 
 Beside clients/authentication.py's `Api-Key`: each class answers its own scheme and passes
 (None) on the other, so DRF tries the next. The token is found by its SHA-256 (the only form

@@ -1,4 +1,4 @@
-"""OAuth2 clients: django-oauth-toolkit applications that belong to a service (decision 9X).
+"""OAuth2 clients: django-oauth-toolkit applications that belong to a service (decision 104).
 
 The toolkit's application model is swapped for this one (OAUTH2_PROVIDER_APPLICATION_MODEL),
 created by clients' migration 0006 before the toolkit's first migration runs, so its access

@@ -1,4 +1,4 @@
-"""How an OAuth2 client's secret is stored: salted SHA-512, like API keys (decision 9X).
+"""How an OAuth2 client's secret is stored: salted SHA-512, like API keys (decision 104).
 
 Django's default password hasher (PBKDF2, a million rounds) made every `POST /oauth/token` cost
 about 300 ms of CPU: stretching protects guessable passwords, and a client secret is 128 random

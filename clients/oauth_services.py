@@ -1,4 +1,4 @@
-"""Writes on OAuth2 clients (decision 9X): create one (its secret shown once), revoke one."""
+"""Writes on OAuth2 clients (decision 104): create one (its secret shown once), revoke one."""
 
 from __future__ import annotations
 

@@ -291,7 +291,7 @@ NOTIFIER_IDEMPOTENCY_WAIT_SECONDS = env.float("NOTIFIER_IDEMPOTENCY_WAIT_SECONDS
 NOTIFIER_API_KEY_CACHE_SECONDS = env.float("NOTIFIER_API_KEY_CACHE_SECONDS", default=5.0)
 NOTIFIER_SEND_GUARD_CACHE_SECONDS = env.float("NOTIFIER_SEND_GUARD_CACHE_SECONDS", default=5.0)
 API_KEY_CUSTOM_HEADER = None
-# OAuth2 client credentials (django-oauth-toolkit, decision 9X): applications belong to a service
+# OAuth2 client credentials (django-oauth-toolkit, decision 104): applications belong to a service
 # (swapped in before DOT's first migration), only the client_credentials grant, secrets hashed,
 # tokens stored as a SHA-256 checksum only (RFC 9700's token storage), scopes from clients.scopes.
 OAUTH2_PROVIDER_APPLICATION_MODEL = "clients.OAuthClient"
@@ -344,6 +344,10 @@ SPECTACULAR_SETTINGS = {
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("NOTIFIER_MAX_BODY_BYTES", default=10 * 1024 * 1024)
 # Largest API request body (413 above it): two 512 KiB template bodies plus JSON overhead.
 NOTIFIER_API_MAX_BODY_BYTES = env.int("NOTIFIER_API_MAX_BODY_BYTES", default=2 * 1024 * 1024)
+# POST /api/v1/messages/batch (decision 104): at most this many messages (413 above), in a body of
+# at most this many bytes (1,000 messages of ~5 KB of context each).
+NOTIFIER_BATCH_MAX_MESSAGES = env.int("NOTIFIER_BATCH_MAX_MESSAGES", default=1000)
+NOTIFIER_BATCH_MAX_BODY_BYTES = env.int("NOTIFIER_BATCH_MAX_BODY_BYTES", default=5 * 1024 * 1024)
 # Bounded input (core/api/fields.py): recipients per inline call, template context size,
 # and the only custom headers a caller may set.
 NOTIFIER_API_MAX_RECIPIENTS = env.int("NOTIFIER_API_MAX_RECIPIENTS", default=50)

@@ -191,6 +191,14 @@ def _collection_checks(a: Objects, b: Tenant, kind: str = "first key"
             assert field in str(response.json()), response.json()
         return check
 
+    def send_batch() -> None:
+        """A's template in B's batch is B's missing template: a 400 naming the item's field."""
+        response = b.api.post("/api/v1/messages/batch", {"messages": [
+            {"to": "x@b.example", "template": str(a.template.pk), "context": {"name": "x"}}]},
+            format="json")
+        assert response.status_code == 400, response.content
+        assert list(response.json()["error"]["fields"]) == ["messages[0].template"], response.json()
+
     def bulk() -> None:
         response = b.api.post("/api/v1/contacts/bulk", {"list": a.contact_list.name, "contacts": [
             {"email": a.contact.email, "name": "B's"}]}, format="json")
@@ -241,6 +249,7 @@ def _collection_checks(a: Objects, b: Tenant, kind: str = "first key"
         ("api/v1/contacts/bulk", "post"): bulk,
         ("api/v1/messages", "post"): send({"to": "x@b.example", "template": str(a.template.pk),
                                            "context": {"name": "x"}}, "template"),
+        ("api/v1/messages/batch", "post"): send_batch,
         ("api/v1/notifications/email", "post"): send({
             "template_id": str(version.template_id),
             "recipients": {"type": "list", "list_id": a.contact_list.pk}},

@@ -15,12 +15,10 @@ from clients.key_types import KeyType, caller_key_type
 from clients.send_guards import MaySend
 from clients.team import team_list_check
 from clients.tenancy import owned, owned_or_404
-from core.api.fields import ContextField, SafeEmailField, StrictInputMixin
 from core.priorities import Priority
 from delivery.models import EmailMessage
 from delivery.selectors import ambiguous_summary, messages_visible
-from scheduling.inputs import ScheduleInputSerializer, schedule_resolve
-from templates.services import template_version_for_send
+from transactional.inputs import MessageInputSerializer
 from transactional.services import message_create
 
 
@@ -29,27 +27,8 @@ class MessageCreateApi(APIView):
     throttle_scope = "send"
     permission_classes = [*api_settings.DEFAULT_PERMISSION_CLASSES, MaySend]
 
-    class InputSerializer(StrictInputMixin, serializers.Serializer):
-        to = SafeEmailField()
-        template = serializers.CharField(max_length=100)
-        context = ContextField()
-        priority = serializers.ChoiceField(choices=[p.label for p in Priority], default="high")
-        idempotency_key = serializers.CharField(max_length=200, required=False)
-        schedule = ScheduleInputSerializer(required=False)
-
-        def validate_template(self, value: str):
-            return template_version_for_send(client_id=self.context["client_id"], reference=value)
-
-        def validate(self, attrs: dict) -> dict:
-            missing = sorted(set(attrs["template"].required_variables) - set(attrs["context"]))
-            if missing:
-                raise serializers.ValidationError(
-                    {"context": [f"Missing variables the template needs: {', '.join(missing)}."]}
-                )
-            now = timezone.now()
-            attrs["schedule"] = schedule_resolve(attrs.get("schedule"), recipient=attrs["to"], now=now,
-                                                 client_id=self.context["client_id"])
-            return attrs
+    class InputSerializer(MessageInputSerializer):
+        """One message (transactional/inputs.py), as each item of a batch is too."""
 
     class OutputSerializer(serializers.Serializer):
         id = serializers.IntegerField()

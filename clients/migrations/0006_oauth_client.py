@@ -11,7 +11,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     # The toolkit's access tokens point at OAUTH2_PROVIDER_APPLICATION_MODEL (this model): it
-    # must exist before the toolkit's first migration creates them (decision 9X).
+    # must exist before the toolkit's first migration creates them (decision 104).
     run_before = [("oauth2_provider", "0001_initial")]
 
     dependencies = [

@@ -72,6 +72,12 @@ def _fields(detail: Any, path: str = "") -> dict[str, list[str]]:
     return {path or api_settings.NON_FIELD_ERRORS_KEY: messages} if messages else {}
 
 
+def error_fields(detail: Any) -> dict[str, list[str]]:
+    """A DRF error detail as the flat `fields` mapping of the error shape (decision 97): for an
+    answer that carries errors of its own, such as one per item of a batch."""
+    return _fields(detail)
+
+
 def error_body(code: str, message: str, fields: dict[str, Any] | None = None) -> dict:
     return {"error": {"code": code, "message": message, "fields": fields or {}}}
 

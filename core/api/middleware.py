@@ -3,9 +3,11 @@
 DRF reads the request stream itself, so Django's DATA_UPLOAD_MAX_MEMORY_SIZE never fires for API
 views; this middleware refuses a declared body over NOTIFIER_API_MAX_BODY_BYTES with 413 before
 anything reads it. (A body without Content-Length reaches Django as empty: WSGI's LimitedStream
-reads 0 bytes, so chunked uploads cannot bypass the limit.) For /api/ paths it also turns
-Django's HTML 404/405/500 pages and dependency outages into the JSON error shape, and adds the
-RateLimit-Limit / RateLimit-Remaining / RateLimit-Policy headers of the client's window.
+reads 0 bytes, so chunked uploads cannot bypass the limit.) An app may give one path a limit of
+its own, and the input field its 413 names (`body_limit_register`: the batch send's `messages`).
+For /api/ paths it also turns Django's HTML 404/405/500 pages and dependency outages into the
+JSON error shape, and adds the RateLimit-Limit / RateLimit-Remaining / RateLimit-Policy headers
+of the client's window.
 A path or query parameter holding NUL or a lone surrogate (core/api/text.py) is a 400 naming
 `path` or the parameter, before any view can hand it to the database.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -23,6 +26,21 @@ from core.api.text import MESSAGE, is_clean
 
 logger = logging.getLogger(__name__)
 API_PREFIX = "/api/"
+
+
+@dataclass(frozen=True)
+class BodyLimit:
+    limit: Callable[[], int]  # read per request, so a settings override applies
+    field: str
+
+
+_path_limits: dict[str, BodyLimit] = {}
+
+
+def body_limit_register(path: str, limit: Callable[[], int], field: str) -> None:
+    """Give `path` its own body limit, whose 413 names `field` (the platform imports no app:
+    the app registers from its AppConfig.ready())."""
+    _path_limits[path] = BodyLimit(limit, field)
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None,
@@ -64,13 +82,15 @@ class ApiBoundaryMiddleware:
 
     @staticmethod
     def _oversize(request: HttpRequest) -> HttpResponse | None:
-        limit = settings.NOTIFIER_API_MAX_BODY_BYTES
+        own = _path_limits.get(request.path)
+        limit = own.limit() if own else settings.NOTIFIER_API_MAX_BODY_BYTES
         try:
             length = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:
             return _error(400, "Invalid Content-Length header.")
         if length > limit:
-            return _error(413, f"Request body is {length} bytes; the limit is {limit} bytes.")
+            message = f"Request body is {length} bytes; the limit is {limit} bytes."
+            return _error(413, message, fields={own.field: [message]} if own else None)
         return None
 
     @staticmethod

@@ -1,4 +1,4 @@
-"""OAuth2 client credentials beside API keys (issue 27, decision 9X), on real PostgreSQL.
+"""OAuth2 client credentials beside API keys (issue 27, decision 104), on real PostgreSQL.
 
 A client belongs to a service; `POST /oauth/token` (client_credentials only) issues short-lived
 bearer tokens every API route accepts; the token acts as a live key of the client's service with

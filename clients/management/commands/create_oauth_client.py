@@ -1,7 +1,7 @@
 """python manage.py create_oauth_client NAME --service SERVICE [--scopes send,campaigns]
 
 A new OAuth2 client NAME of SERVICE (its id, name or a key's prefix), with the service's scopes
-or fewer (decision 9X). Prints the client id, then the secret as the last line (scripts take
+or fewer (decision 104). Prints the client id, then the secret as the last line (scripts take
 `| tail -1`); the secret is shown once, only a hash is stored.
 """
 
