@@ -14,9 +14,8 @@ from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
 from clients.caller import Caller, effective_scopes
-from clients.key_cache import api_key_for
-from clients.key_format import key_from_wire
 from clients.models import ApiKey
+from clients.selectors import UnusableKeyError, api_key_usable
 from clients.services import api_key_touch
 
 KEYWORD = "Api-Key"
@@ -52,16 +51,10 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
                 f"Unsupported authorization scheme: use 'Authorization: {KEYWORD} <key>' or "
                 f"'Authorization: {BEARER_KEYWORD} <token>'."
             )
-        claimed_type, library_key = key_from_wire(key.strip())
         try:
-            api_key = api_key_for(library_key)
-        except ApiKey.DoesNotExist:
-            raise exceptions.AuthenticationFailed("Invalid API key.") from None
-        if claimed_type is not None and claimed_type != api_key.key_type:
-            raise exceptions.AuthenticationFailed("Invalid API key.")
-        # The hash was checked; expiry is not part of it, so an expired key is refused here.
-        if api_key.has_expired:
-            raise exceptions.AuthenticationFailed("API key has expired.")
+            api_key = api_key_usable(key)
+        except UnusableKeyError as exc:
+            raise exceptions.AuthenticationFailed(str(exc)) from None
         api_key_touch(api_key=api_key)
         return caller_for_key(api_key), api_key
 

@@ -7,17 +7,32 @@ from clients.key_format import key_from_wire
 from clients.models import ApiKey, Service
 
 
-def api_key_verified(presented: str) -> ApiKey | None:
-    """The usable key row of a plain key as a caller sends it (typed prefix or not), or None:
-    unknown, revoked, expired, or presented with another type's prefix."""
+class UnusableKeyError(Exception):
+    """A key that may not be used; the message says why, as a 401 does."""
+
+
+def api_key_usable(presented: str) -> ApiKey:
+    """The usable key row of a plain key as a caller sends it (typed prefix or not); raises
+    UnusableKeyError when it is unknown, revoked, presented with another type's prefix, or
+    expired (the hash never covers expiry, so it is checked on every use)."""
     claimed_type, library_key = key_from_wire(presented.strip())
     try:
         api_key = api_key_for(library_key)
     except ApiKey.DoesNotExist:
-        return None
-    if (claimed_type is not None and claimed_type != api_key.key_type) or api_key.has_expired:
-        return None
+        raise UnusableKeyError("Invalid API key.") from None
+    if claimed_type is not None and claimed_type != api_key.key_type:
+        raise UnusableKeyError("Invalid API key.")
+    if api_key.has_expired:
+        raise UnusableKeyError("API key has expired.")
     return api_key
+
+
+def api_key_verified(presented: str) -> ApiKey | None:
+    """The usable key row of a plain key, or None."""
+    try:
+        return api_key_usable(presented)
+    except UnusableKeyError:
+        return None
 
 
 def service_for_key(presented: str) -> Service | None:
