@@ -30,7 +30,7 @@ from delivery.models import EmailMessage
 from delivery.services.dispatch import messages_enqueue
 from scheduling.services.due import messages_schedule
 from templates.models import TemplateVersion
-from transactional.services import client_idempotency_key
+from transactional.services import client_idempotency_key, message_fingerprint, replay_fingerprint
 
 Status = EmailMessage.Status
 logger = logging.getLogger(__name__)
@@ -136,11 +136,10 @@ def _replays(*, items: Sequence[BatchItem], keys: list[str], key_type: str,
     outcomes: dict[int, BatchOutcome] = {}
     for index, key in waiting.items():
         item, row = items[index], existing.get(key)
-        same = row is not None and (
-            row.recipient, row.template_version.template_id, row.context, row.priority,
-            row.scheduled_for is not None, row.cancel_key, row.key_type,
-        ) == (item.recipient, item.template_version.template_id, item.context, int(item.priority),
-              item.scheduled_for is not None, item.cancel_key, key_type)
+        same = row is not None and message_fingerprint(row) == replay_fingerprint(
+            recipient=item.recipient, template_id=item.template_version.template_id,
+            context=item.context, priority=item.priority, scheduled_for=item.scheduled_for,
+            cancel_key=item.cancel_key, key_type=key_type)
         # A row gone between the INSERT and this SELECT (purged) cannot be replayed: a conflict.
         outcomes[index] = (BatchAccepted(row.id, row.status, row.scheduled_for, replayed=True)
                            if same else BatchKeyReused())

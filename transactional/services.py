@@ -73,14 +73,27 @@ class IdempotencyKeyReusedError(exceptions.APIException):
     default_detail = "This idempotency_key was used with a different request."
 
 
-def _replay(key: str, request: dict) -> MessageCreated:
-    """The message first created under `key`, if `request` is the same one."""
+def replay_fingerprint(*, recipient: str, template_id: int, context: dict, priority: int,
+                       scheduled_for: datetime | None, cancel_key: str, key_type: str) -> tuple:
+    """What a retry under the same idempotency key must repeat to be answered with the first
+    message; `scheduled_for` itself moves with the clock for a delayed send, so only whether
+    there is one."""
+    return (recipient, template_id, context, int(priority), scheduled_for is not None,
+            cancel_key, key_type)
+
+
+def message_fingerprint(message: EmailMessage) -> tuple:
+    """replay_fingerprint of a stored message (its template_version selected with it)."""
+    return replay_fingerprint(
+        recipient=message.recipient, template_id=message.template_version.template_id,
+        context=message.context, priority=message.priority, scheduled_for=message.scheduled_for,
+        cancel_key=message.cancel_key, key_type=message.key_type)
+
+
+def _replay(key: str, fingerprint: tuple) -> MessageCreated:
+    """The message first created under `key`, if the request's fingerprint is its own."""
     existing = EmailMessage.objects.select_related("template_version").get(idempotency_key=key)
-    stored = {"recipient": existing.recipient, "template_id": existing.template_version.template_id,
-              "context": existing.context, "priority": existing.priority,
-              "scheduled": existing.scheduled_for is not None, "cancel_key": existing.cancel_key,
-              "key_type": existing.key_type}
-    if stored != request:
+    if message_fingerprint(existing) != fingerprint:
         raise IdempotencyKeyReusedError
     return MessageCreated(existing, replayed=True)
 
@@ -153,11 +166,10 @@ def message_create(
         created_at=timezone.now(), key_type=key_type,
     )
     if not _insert(message):
-        # What a retry must repeat; `scheduled_for` itself moves with the clock for a delayed send.
-        return _replay(key, {"recipient": recipient, "template_id": template_version.template_id,
-                             "context": context, "priority": int(priority),
-                             "scheduled": scheduled_for is not None, "cancel_key": cancel_key,
-                             "key_type": key_type})
+        return _replay(key, replay_fingerprint(
+            recipient=recipient, template_id=template_version.template_id, context=context,
+            priority=priority, scheduled_for=scheduled_for, cancel_key=cancel_key,
+            key_type=key_type))
     # Outside a transaction these run at once (the row is committed); inside one, after it commits.
     if message.status == Status.SCHEDULED:
         transaction.on_commit(lambda: _schedule_after_commit(message.id, scheduled_for))
