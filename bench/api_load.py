@@ -312,8 +312,8 @@ def run_phase(name: str, load, trees: dict[str, ManagedProcess], postgres: Postg
     return figures
 
 
-def _print(name: str, figures: dict[str, float]) -> None:
-    print(f"{name}: " + "  ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}"
+def print_figures(name: str, figures: dict[str, float], decimals: int = 1) -> None:
+    print(f"{name}: " + "  ".join(f"{k}={v:.{decimals}f}" if isinstance(v, float) else f"{k}={v}"
                                   for k, v in figures.items()), flush=True)
 
 
@@ -343,6 +343,19 @@ def vacuum_ledger() -> None:
     with connection.cursor() as cursor:
         for model in (EmailMessage, DeliveryAttempt):
             cursor.execute(f"VACUUM ANALYZE {model._meta.db_table}")
+
+
+def stop_everything(procs: dict[str, ManagedProcess], sink: SmtpSink, started: list) -> None:
+    """Stop what a load benchmark started: its processes, the sink, the broker's leftovers,
+    the embedded servers."""
+    for process in procs.values():
+        process.stop(timeout=15)
+    sink.stop()
+    if procs:
+        harness.manage("shell", "-c", "from notifier.celery import app; app.control.purge()",
+                       check=False)
+    for server in started:
+        server.stop()
 
 
 def _embedded_services() -> list:
@@ -389,20 +402,13 @@ def main() -> None:
             for name in args.phases.split(","):
                 figures = run_phase(name, loads[name], procs, postgres, sink, args.drain_seconds)
                 results.setdefault(name, []).append(figures)
-                _print(f"run {run} {name}", figures)
+                print_figures(f"run {run} {name}", figures)
         postgres.stop()
         for name, runs in results.items():
-            _print(f"median {name} ({len(runs)} runs)",
+            print_figures(f"median {name} ({len(runs)} runs)",
                    {k: statistics.median(r[k] for r in runs) for k in runs[0]})
     finally:
-        for process in procs.values():
-            process.stop(timeout=15)
-        sink.stop()
-        if procs:
-            harness.manage("shell", "-c", "from notifier.celery import app; app.control.purge()",
-                           check=False)
-        for server in started:
-            server.stop()
+        stop_everything(procs, sink, started)
 
 
 if __name__ == "__main__":

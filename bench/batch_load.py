@@ -36,7 +36,15 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import harness
-from bench.api_load import PostgresCpu, _embedded_services, cpu_snapshot, drain, vacuum_ledger
+from bench.api_load import (
+    PostgresCpu,
+    _embedded_services,
+    cpu_snapshot,
+    drain,
+    print_figures,
+    stop_everything,
+    vacuum_ledger,
+)
 from bench.esps import SmtpSink, ledger_counts
 from testkit.ports import free_port
 from testkit.processes import ManagedProcess, procfile_process
@@ -147,11 +155,6 @@ def run_once(args: argparse.Namespace, port: int, key: str, procs: dict[str, Man
     }
 
 
-def _print(name: str, figures: dict[str, float]) -> None:
-    print(f"{name}: " + "  ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}"
-                                  for k, v in figures.items()), flush=True)
-
-
 def start_processes(env: dict[str, str], logs: Path, port: int,
                     web_workers: int) -> dict[str, ManagedProcess]:
     """The Procfile's web line and its P2 pool (worker-p2)."""
@@ -195,19 +198,13 @@ def main() -> None:
         runs = []
         for run in range(1, args.runs + 1):
             runs.append(run_once(args, port, key, procs, postgres, sink))
-            _print(f"run {run}", runs[-1])
+            print_figures(f"run {run}", runs[-1], decimals=2)
         postgres.stop()
-        _print(f"median ({len(runs)} runs)", {k: statistics.median(r[k] for r in runs) for k in runs[0]})
+        medians = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        print_figures(f"median ({len(runs)} runs)", medians, decimals=2)
         print(f"load average after: {harness.loadavg()}", flush=True)
     finally:
-        for process in procs.values():
-            process.stop(timeout=15)
-        sink.stop()
-        if procs:
-            harness.manage("shell", "-c", "from notifier.celery import app; app.control.purge()",
-                           check=False)
-        for server in started:
-            server.stop()
+        stop_everything(procs, sink, started)
 
 
 if __name__ == "__main__":
