@@ -35,14 +35,15 @@ def team_list_check(caller: Caller, addresses: Iterable[str], *, field: str) -> 
             f"{shown}."]})
 
 
-def team_key_audience_check(caller: Caller, recipients: object) -> None:
+def team_key_audience_check(caller: Caller, recipients: object, *,
+                            field: str = "recipients") -> None:
     """A team key's campaign goes to inline recipients on the team list only: a list or a
-    segment could hold anyone."""
+    segment could hold anyone. `field`: where the recipients are in the request's body."""
     if caller.key_type != KeyType.TEAM:
         return
     if not isinstance(recipients, dict) or recipients.get("type") != "inline":
-        raise serializers.ValidationError({"recipients": [
+        raise serializers.ValidationError({field: [
             "A team key sends campaigns to inline recipients on the team list only."]})
     contacts = recipients.get("contacts") or []
     team_list_check(caller, [str(c.get("email", "")) for c in contacts if isinstance(c, dict)],
-                    field="recipients")
+                    field=field)

@@ -135,10 +135,8 @@ class ScheduleListApi(APIView):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        try:
-            team_key_audience_check(request.user, data["definition"].get("recipients"))
-        except serializers.ValidationError as exc:  # named where it is in this body
-            raise serializers.ValidationError({"definition.recipients": exc.detail["recipients"]}) from exc
+        team_key_audience_check(request.user, data["definition"].get("recipients"),
+                                field="definition.recipients")
         try:
             schedule = schedule_create_recurring(
                 client=request.user.service, name=data["name"], cron=data["cron"],
