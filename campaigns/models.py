@@ -36,6 +36,10 @@ class Campaign(models.Model):
     # The type of the key that launched it; every message of its fan-out inherits it (issue 27).
     key_type = models.CharField(max_length=4, choices=KeyType.choices, default=KeyType.LIVE,
                                 db_default=KeyType.LIVE)
+    # What the campaign is about (issue 28): recipients who left the topic are skipped, its
+    # one-click link leaves that topic only. None: the service's broadcast stream as a whole.
+    topic = models.ForeignKey("audience.Topic", null=True, blank=True, on_delete=models.PROTECT,
+                              related_name="+")
     metadata = models.JSONField(default=dict, blank=True)
     # Snapshot of the request's recipients (segment definition copied in) and schedule.
     audience = models.JSONField(default=dict, blank=True)

@@ -31,8 +31,9 @@ def unsubscribe(request: HttpRequest, token: str) -> HttpResponse:
     if contact is None:
         return _page("<p>This unsubscribe link is not valid.</p>", status=404)
     if request.method == "POST":
-        contact_unsubscribe(contact_id=contact.pk)
-        return _page(f"<p>{escape(contact.email)} is unsubscribed. You will get no more of these emails.</p>")
+        done = contact_unsubscribe(contact=contact, campaign_id=target.campaign_id)
+        what = f"“{escape(done.topic.name)}” emails" if done.topic else "these emails"
+        return _page(f"<p>{escape(contact.email)} is unsubscribed. You will get no more {what}.</p>")
     return _page(
         f"<p>Unsubscribe {escape(contact.email)} from these emails?</p>"
         '<form method="post"><button type="submit">Unsubscribe</button></form>'

@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from audience.models import Stream
 from clients.key_types import KeyType
 from core.db_lookups import Unindexed
 from core.priorities import Priority
@@ -96,6 +97,14 @@ class EmailMessage(models.Model):
     # No index: every query that reads it also narrows by an indexed column first.
     key_type = models.CharField(max_length=4, choices=KeyType.choices, default=KeyType.LIVE,
                                 db_default=KeyType.LIVE)
+    # Its stream and topic (issue 28, decision 106): what may stop it at accept and at send.
+    # `db_default` as key_type; campaign rows are broadcast (migration 0015 moves old ones).
+    # No constraint on topic (topics are archived, never deleted) and no index: the send path
+    # reads it from the row it already has.
+    stream = models.CharField(max_length=13, choices=Stream.choices, default=Stream.TRANSACTIONAL,
+                              db_default=Stream.TRANSACTIONAL)
+    topic = models.ForeignKey("audience.Topic", null=True, blank=True, on_delete=models.PROTECT,
+                              related_name="+", db_index=False, db_constraint=False)
 
     class Meta:
         constraints = [

@@ -2,10 +2,9 @@
 
 The token signs "<contact id>.<campaign id>" with Django's Signer (HMAC-SHA256 over the
 SECRET_KEY, salted), so it cannot be forged or altered, and stays valid after message rows are
-archived. Unsubscribing clears the contact's `subscribed` flag (future fan-outs skip it), marks
-its still-QUEUED campaign rows SUPPRESSED, so a running campaign stops mailing it at once, and
-adds a Suppression (reason unsubscribe), as an ESP-reported unsubscribe already did, so the
-opt-out shows in GET /api/v1/suppressions (decision 48, which revises 24).
+archived. Unsubscribing leaves the campaign's topic, or, for a campaign with none, the service's
+broadcast stream (audience.services.consent; decision 106, which revises 48): never the
+transactional stream, so an OTP or a password reset still reaches the address.
 """
 
 from __future__ import annotations
@@ -22,11 +21,14 @@ from django.db import transaction
 from django.urls import get_script_prefix, reverse
 from django.utils.encoding import force_bytes
 
-from audience.models import Contact, Suppression
-from audience.services.contacts import suppression_create
+from audience.models import ConsentChange, Contact, Topic
+from audience.services.consent import ConsentSubject, broadcast_unsubscribe, topic_subscription_set
+from campaigns.models import Campaign
 from delivery.extensions import SendableMessage
 from delivery.models import EmailMessage
 from delivery.services import ledger
+
+Source = ConsentChange.Source
 
 _SIGNER = signing.Signer(salt="notifier.campaigns.unsubscribe")
 MS = EmailMessage.Status
@@ -102,17 +104,31 @@ def unsubscribe_token_read(token: str) -> UnsubscribeTarget | None:
         return None
 
 
-@transaction.atomic
-def contact_unsubscribe(*, contact_id: int) -> bool:
-    """Idempotent: True when this call changed the contact."""
-    changed = Contact.objects.filter(pk=contact_id, subscribed=True).update(subscribed=False)
-    contact = Contact.objects.filter(pk=contact_id).values("email", "client_id").first()
-    if contact:
-        # An address already suppressed (a bounce, an earlier click) keeps its row and reason.
-        suppression_create(email=contact["email"], reason=Suppression.Reason.UNSUBSCRIBE,
-                           source="unsubscribe-link", client_id=contact["client_id"])
-    ledger.contact_campaign_messages_suppress(contact_id=contact_id, error="unsubscribed")
-    return bool(changed)
+@dataclass(frozen=True)
+class Unsubscribed:
+    """What a one-click unsubscribe did: `changed` (False: it was already so), and the topic it
+    left (None: the service's whole broadcast stream)."""
+
+    changed: bool
+    topic: Topic | None
+
+
+def contact_unsubscribe(*, contact: Contact, campaign_id: int) -> Unsubscribed:
+    """The one-click unsubscribe of a campaign's link: the contact leaves the campaign's topic,
+    or, for a campaign with none, the service's broadcast stream (and its unsent campaign rows
+    are SUPPRESSED at once). Transactional mail is never stopped by it (decision 106).
+    Idempotent; a campaign deleted since leaves the broadcast stream."""
+    campaign = Campaign.objects.filter(pk=campaign_id).select_related("topic").first()
+    subject = ConsentSubject.of(contact.client_id, contact.email)
+    topic = campaign.topic if campaign is not None else None
+    if topic is not None:
+        changed = topic_subscription_set(subject=subject, topic=topic, subscribed=False, source=Source.LINK,
+                                         campaign_id=campaign_id)
+        return Unsubscribed(changed, topic)
+    with transaction.atomic():
+        changed = broadcast_unsubscribe(subject=subject, source=Source.LINK, campaign_id=campaign_id)
+        ledger.contact_campaign_messages_suppress(contact_id=contact.pk, error="unsubscribed")
+    return Unsubscribed(changed, None)
 
 
 def contact_deleted_rows_suppress(sender: object, instance: Contact, **_: object) -> None:

@@ -1,4 +1,5 @@
-"""Automatic suppression: hard bounces, complaints and unsubscribes; soft bounces by threshold.
+"""Automatic suppression: hard bounces and complaints (every stream), unsubscribes (the service's
+broadcast stream, decision 106); soft bounces by threshold.
 
 Also drops whose reason is the ESP's own bounce, unsubscribe or spam-report list: the ESP will
 not mail that address again, so neither do we (it would fail over to another provider).
@@ -23,7 +24,8 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from audience.models import Suppression
+from audience.models import ConsentChange, Suppression
+from audience.services.consent import ConsentSubject, broadcast_unsubscribe
 from clients.key_types import KeyType
 from feedback.models import SoftBounceTally
 from feedback.normalize import EventType
@@ -31,6 +33,7 @@ from feedback.services.events import StoredEvent
 
 logger = logging.getLogger(__name__)
 Reason = Suppression.Reason
+Source = ConsentChange.Source
 TALLY_TABLE = SoftBounceTally._meta.db_table
 _DROP_REASONS = {
     "bounce": Reason.HARD_BOUNCE, "unsubscribe": Reason.UNSUBSCRIBE, "complaint": Reason.COMPLAINT,
@@ -62,7 +65,9 @@ def suppressions_from_events(*, events: Iterable[StoredEvent]) -> int:
             continue
         reason = suppression_reason(stored)
         is_test = stored.message is not None and stored.message.key_type == KeyType.TEST
-        if reason:
+        if reason == Reason.UNSUBSCRIBE:
+            _broadcast_unsubscribe(stored, address, is_test)
+        elif reason:
             event = stored.event
             source = f"{event.provider}:{event.event_type.value}:{event.provider_event_id}"
             (sandboxed if is_test else found).setdefault(address, (reason, source[:100]))
@@ -73,6 +78,23 @@ def suppressions_from_events(*, events: Iterable[StoredEvent]) -> int:
         found.setdefault(address, (Reason.HARD_BOUNCE, "soft-bounce-threshold"))
     return (suppressions_add(entries=found, caused_by=caused_by)
             + suppressions_add(entries=sandboxed, caused_by=caused_by, sandbox=True))
+
+
+def _broadcast_unsubscribe(stored: StoredEvent, address: str, is_test: bool) -> None:
+    """An ESP's unsubscribe (its own link, or its list) leaves the broadcast stream of the service
+    whose message it was about, never its transactional mail (decision 106). One about a message
+    we do not know names no service: logged, and nothing is stopped."""
+    message = stored.message
+    if message is None or not message.client_id:
+        logger.warning("unsubscribe from %s for %s names no message of ours: ignored",
+                       stored.event.provider, address)
+        return
+    event = stored.event
+    broadcast_unsubscribe(
+        subject=ConsentSubject.of(message.client_id, address), sandbox=is_test, source=Source.ESP_EVENT,
+        detail=f"{event.provider}:{event.event_type.value}:{event.provider_event_id}",
+        campaign_id=message.campaign_id,
+    )
 
 
 def suppressions_add(

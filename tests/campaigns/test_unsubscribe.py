@@ -66,11 +66,13 @@ def test_unsubscribe_adds_one_suppression_listed_by_the_api(message, api):
     assert [(row["email"], row["reason"]) for row in listed] == [("ada@x.io", "unsubscribe")]
 
 
-def test_unsubscribe_keeps_an_existing_suppression_as_it_is(message, api):
+def test_unsubscribe_leaves_a_bounce_as_it_is_and_adds_the_broadcast_scope(message, api):
     Suppression.objects.create(email="ada@x.io", reason="hard_bounce", source="ses")
     url = message_headers(message)["List-Unsubscribe"].strip("<>").removeprefix("http://127.0.0.1:8000")
     assert Client().post(url).status_code == 200
-    assert list(Suppression.objects.values_list("email", "reason")) == [("ada@x.io", "hard_bounce")]
+    rows = Suppression.objects.order_by("scope").values_list("email", "reason", "scope", "client_id")
+    assert list(rows) == [("ada@x.io", "hard_bounce", "all", None),
+                          ("ada@x.io", "unsubscribe", "broadcast", message.contact.client_id)]
     assert not Contact.objects.get(pk=message.contact_id).subscribed
 
 

@@ -11,7 +11,8 @@ from django.db import connection
 from django.db.models import NOT_PROVIDED
 from django.utils import timezone
 
-from audience.models import Suppression
+from audience.models import Stream, Suppression
+from audience.selectors import SUBSCRIPTION_TABLE, email_is_suppressed_sql
 from campaigns.audience import CAMPAIGN_TABLE, CONTACT_TABLE, audience_sql
 from campaigns.models import Campaign
 from campaigns.schedule_sql import schedule_expr_params, schedule_sql
@@ -55,6 +56,8 @@ def _insert_columns(
         "created_at": ("%s", [_now_param()]),
         "scheduled_for": (sched.scheduled_for_expr, schedule_expr_params(schedule)),
         "key_type": ("%s", [campaign.key_type]),  # each row is of its campaign's key type
+        "stream": ("%s", [Stream.BROADCAST.value]),
+        "topic": ("%s", [campaign.topic_id]),
     }
     columns, exprs, params = [], [], []
     for model_field in EmailMessage._meta.concrete_fields:
@@ -89,6 +92,23 @@ class ChunkStatement:
         return [*self.before, *[cursor_id] * slots, *[upper] * slots, *self.after]
 
 
+def consent_filter_sql(campaign: Campaign, sandbox: str) -> tuple[str, list]:
+    """The anti-joins of consent (issue 28) over the scan's row `s`, after the all-streams one:
+    the recipient left the service's broadcast stream, or the campaign's topic. The service and
+    the topic are constants (each a probe of one unique index per contact); a topic most are in
+    skips who left it, an opt-in topic takes only who joined it."""
+    left_stream = (f"EXISTS (SELECT 1 FROM {SUPPRESSION_TABLE} b "
+                   f"WHERE b.email = s.email AND b.sandbox = {sandbox} "
+                   f"AND b.client_id = %s AND b.scope = '{Suppression.Scope.BROADCAST}')")
+    sql, params, topic = f"\n    AND NOT {left_stream}", [campaign.client_id], campaign.topic
+    if topic is None:
+        return sql, params
+    chose = f"SELECT 1 FROM {SUBSCRIPTION_TABLE} ts WHERE ts.topic_id = {topic.pk:d} AND ts.email = s.email"
+    if topic.default_subscribed:
+        return f"{sql}\n    AND NOT EXISTS ({chose} AND NOT ts.subscribed)", params
+    return f"{sql}\n    AND EXISTS ({chose} AND ts.subscribed)", params
+
+
 def chunk_statement(campaign: Campaign) -> ChunkStatement:
     audience = audience_sql(campaign.audience, campaign_id=campaign.id)
     also = "".join(f" AND {column} > %s" for column in audience.keyset_also)
@@ -98,6 +118,7 @@ def chunk_statement(campaign: Campaign) -> ChunkStatement:
     # A test campaign skips the test key's suppressions, a live one the live ones (a constant:
     # the anti-join keeps its one index probe per contact).
     sandbox = "TRUE" if campaign.key_type == KeyType.TEST else "FALSE"
+    consent, consent_params = consent_filter_sql(campaign, sandbox)
     sql = f"""
 WITH scan AS (
   SELECT c.id, c.email, c.name, c.timezone, c.locale, c.attributes, c.subscribed,
@@ -106,7 +127,7 @@ WITH scan AS (
   WHERE {audience.where} AND c.id > %s{also}{below} ORDER BY c.id LIMIT %s
 ), eligible AS (
   SELECT s.* FROM scan s WHERE s.subscribed
-    AND NOT EXISTS (SELECT 1 FROM {SUPPRESSION_TABLE} x WHERE x.email = s.email AND x.sandbox = {sandbox})
+    AND NOT {email_is_suppressed_sql("s.email", sandbox)}{consent}
 ), ins AS (
   INSERT INTO {MESSAGE_TABLE} ({", ".join(columns)})
   SELECT {", ".join(exprs)} FROM eligible c {sched.joins}
@@ -117,7 +138,7 @@ SELECT (SELECT max(id) FROM scan), (SELECT count(*) FROM scan), (SELECT count(*)
        COALESCE((SELECT array_agg(ARRAY[id::float8, extract(epoch FROM scheduled_for)::float8])
                  FROM ins WHERE status = '{Status.SCHEDULED}'), '{{}}')
 """
-    return ChunkStatement(sql, audience.params, [CHUNK_SIZE, *insert_params, *sched.params],
+    return ChunkStatement(sql, audience.params, [CHUNK_SIZE, *consent_params, *insert_params, *sched.params],
                           cursor_slots=1 + len(audience.keyset_also))
 
 

@@ -17,7 +17,7 @@ from django.db.models.functions import Greatest
 from django.dispatch import receiver
 from django.utils import timezone
 
-from audience.selectors import email_is_suppressed_sql
+from audience.selectors import message_withheld_sql
 from delivery.extensions import claim_guard_sql
 from delivery.models import EmailMessage
 from delivery.services.ledger.sql import (
@@ -76,7 +76,7 @@ def hand_off_sql(where: str) -> str:
     The claim read the suppression list too, but a suppression that commits after it (a hard
     bounce arriving while the batch renders, F17) must still stop the send: this write, right
     before the provider call, is the send path's last look (docs/decisions.md 91)."""
-    suppressed = email_is_suppressed_sql("lower(m.recipient)", message_is_test_sql("m"))
+    suppressed = message_withheld_sql("m", message_is_test_sql("m"))
     return (
         f"UPDATE {TABLE} t SET send_started_at = CASE WHEN v.suppressed THEN NULL ELSE %s::timestamptz END, "
         f"status = CASE WHEN v.suppressed THEN %s ELSE t.status END, "
@@ -149,7 +149,7 @@ def messages_claim_hand_off(
         f"error = CASE WHEN v.suppressed THEN %s ELSE {TABLE}.error END, "
         f"attempts = {TABLE}.attempts + CASE WHEN {TABLE}.send_started_at = %s THEN 0 ELSE 1 END, "
         f"claim_token = %s, claimed_at = %s, provider = %s "
-        f"FROM (SELECT m.id, {email_is_suppressed_sql('lower(m.recipient)', message_is_test_sql('m'))} "
+        f"FROM (SELECT m.id, {message_withheld_sql('m', message_is_test_sql('m'))} "
         f"AS suppressed FROM {TABLE} m WHERE m.id IN ({placeholders(message_ids)})) v "
         f"WHERE {TABLE}.id = v.id AND ({status_is(f'{TABLE}.status')} OR {mine}) "
         f"AND {claim_guard_sql()} "

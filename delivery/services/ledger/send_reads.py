@@ -12,7 +12,7 @@ from django.db import connection
 from django.utils import timezone
 
 from audience.models import Contact
-from audience.selectors import contact_merge_data_sql, email_is_suppressed_sql
+from audience.selectors import contact_merge_data_sql, message_withheld_sql
 from clients.key_types import KeyType
 from delivery.extensions import claim_guard_sql
 from delivery.services.ledger.prepared import execute_prepared
@@ -117,7 +117,7 @@ def messages_claim_for_send(*, message_ids: Sequence[int], token: str) -> list[C
         rows, params = f"id = ANY(%s) AND {status_is()} AND NOT {mine}", [ids, Status.QUEUED, ids]
     else:
         rows, params = f"id = ANY(%s) AND {QUEUED_OR_MINE}", [ids, Status.QUEUED]
-    suppressed = email_is_suppressed_sql(f"lower({TABLE}.recipient)", message_is_test_sql(TABLE))
+    suppressed = message_withheld_sql(TABLE, message_is_test_sql(TABLE))
     sql = claim_cte(rows) + send_rows_sql("claimed", suppressed=suppressed, where=f"ORDER BY {TABLE}.id")
     params = [Status.SENDING, token, timezone.now(), *params, Status.SENDING, token]
     with connection.cursor() as cursor:

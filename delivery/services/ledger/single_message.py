@@ -9,7 +9,7 @@ from datetime import datetime
 from django.db import connection
 from django.utils import timezone
 
-from audience.selectors import email_is_suppressed_sql
+from audience.selectors import message_withheld_sql
 from delivery.providers.base import Outcome, SendResult
 from delivery.services.ledger.attempts import attempts_insert_sql
 from delivery.services.ledger.prepared import execute_prepared
@@ -30,7 +30,7 @@ def message_claim_for_send(*, message_id: int, token: str) -> ClaimedMessage | N
     it, in one statement; this very task redelivered before its hand-off re-takes its row (one
     row is never split). `suppressed` also says its campaign contact was deleted."""
     is_test = message_is_test_sql(TABLE)
-    suppressed = f"({email_is_suppressed_sql(f'lower({TABLE}.recipient)', is_test)} OR {CONTACT_GONE})"
+    suppressed = f"({message_withheld_sql(TABLE, is_test)} OR {CONTACT_GONE})"
     sql = claim_cte(f"id = %s AND {QUEUED_OR_MINE}") + send_rows_sql("claimed", suppressed=suppressed)
     params = [Status.SENDING, token, timezone.now(), message_id, Status.QUEUED, Status.SENDING, token]
     with connection.cursor() as cursor:

@@ -18,7 +18,7 @@ TABLE = EmailMessage._meta.db_table
 
 def message_is_test_sql(alias: str) -> str:
     """Whether the message row `alias` is a test key's (issue 27): its suppression check looks
-    at the test key's suppressions only (audience.selectors.email_is_suppressed_sql)."""
+    at the test key's suppressions only (audience.selectors.message_withheld_sql)."""
     return f"({alias}.key_type = '{KeyType.TEST.value}')"
 
 
