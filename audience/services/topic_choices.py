@@ -33,6 +33,9 @@ WITH chosen AS (
   SELECT s.id, c.topic_id, c.email, c.subscribed
   FROM ({{choices}}) AS c(email, topic_id, subscribed)
   JOIN {SUBSCRIPTION_TABLE} s ON s.topic_id = c.topic_id AND s.email = c.email
+  -- Only the rows to change are locked (a repeated import locks and dirties nothing); a row a
+  -- concurrent change updated meanwhile is read again, and this condition checked on it.
+  WHERE s.subscribed IS DISTINCT FROM c.subscribed
   ORDER BY s.topic_id, s.email
   FOR UPDATE OF s
 ), changed AS (
