@@ -125,7 +125,9 @@ def _page(request: HttpRequest, template: str, context: dict, language: str,
         response = render(request, template, {**context, "language": language}, status=status)
     response["Content-Security-Policy"] = CSP
     response["Content-Language"] = language
-    response["Referrer-Policy"] = "no-referrer"  # the link is the credential: never sent onwards
+    # The link is the credential: never sent to another site. Not "no-referrer": Chromium then
+    # sends `Origin: null` with our own form's POST, which the CSRF check refuses.
+    response["Referrer-Policy"] = "same-origin"
     response["Cache-Control"] = "no-store"
     response["X-Robots-Tag"] = "noindex"
     return response

@@ -62,7 +62,7 @@ def test_get_lists_live_topics_with_choices_and_changes_nothing(topics):
     assert "Old" not in body and 'lang="en"' in body and EMAIL in body
     assert page["Content-Security-Policy"].startswith("default-src 'none'; style-src 'self'")
     assert "form-action 'self'" in page["Content-Security-Policy"]
-    assert page["Referrer-Policy"] == "no-referrer" and page["Cache-Control"] == "no-store"
+    assert page["Referrer-Policy"] == "same-origin" and page["Cache-Control"] == "no-store"
     assert not ConsentChange.objects.exists() and states(news) == [None]
 
 
