@@ -83,8 +83,14 @@ def unsubscribe_token_read(token: str) -> ContactTarget | AddressTarget | None:
 
 def preference_token(*, service_id: str, email: str, at: float | None = None) -> str:
     """`PREFERENCE_SIGNER.sign(...)` of this address at `at` (now)."""
-    stamp = signing.b62_encode(int(time.time() if at is None else at))
+    stamp = _stamp(int(time.time() if at is None else at))
     return _signed(PREFERENCE_SIGNER, f"{_encoded(email)}.{service_id}{PREFERENCE_SIGNER.sep}{stamp}")
+
+
+@lru_cache(maxsize=4)
+def _stamp(seconds: int) -> str:
+    """TimestampSigner's timestamp (base 62), once per second rather than once per message."""
+    return signing.b62_encode(seconds)
 
 
 def preference_token_read(token: str) -> AddressTarget | None:
@@ -143,16 +149,18 @@ def _optional_id(value: str) -> int | None:
 _TOKEN_PLACEHOLDER = "TOKENPLACEHOLDER"
 
 
+_URL_PARTS: dict[tuple[str, str, str, str], tuple[str, str]] = {}
+
+
 def _public_url(route: str, token: str) -> str:
     """The public URL of `reverse(route, [token])`; the route is resolved once per public URL and
     script prefix (reverse() per message cost ~40 us), then the token is placed into it."""
-    head, tail = _url_around_token(route, settings.NOTIFIER_PUBLIC_URL, get_script_prefix(),
-                                   settings.ROOT_URLCONF)
-    return f"{head}{token}{tail}"
-
-
-@lru_cache(maxsize=16)
-def _url_around_token(route: str, public_url: str, script_prefix: str, urlconf: str) -> tuple[str, str]:
-    path = reverse(route, args=[_TOKEN_PLACEHOLDER])
-    head, _, tail = path.partition(_TOKEN_PLACEHOLDER)
-    return public_url.rstrip("/") + head, tail
+    key = (route, settings.NOTIFIER_PUBLIC_URL, get_script_prefix(), settings.ROOT_URLCONF)
+    parts = _URL_PARTS.get(key)
+    if parts is None:
+        if len(_URL_PARTS) > 64:
+            _URL_PARTS.clear()
+        path = reverse(route, args=[_TOKEN_PLACEHOLDER])
+        head, _, tail = path.partition(_TOKEN_PLACEHOLDER)
+        parts = _URL_PARTS[key] = (key[1].rstrip("/") + head, tail)
+    return f"{parts[0]}{token}{parts[1]}"
