@@ -9,8 +9,9 @@ import pytest
 from django.core import signing
 from django.test import Client
 
-from audience.models import ConsentChange, Suppression, Topic, TopicSubscription
+from audience.models import ConsentChange, Contact, Suppression, Topic, TopicSubscription
 from clients.services import service_create
+from consent import tokens
 from consent.tokens import (
     AddressTarget,
     address_unsubscribe_token,
@@ -100,6 +101,7 @@ def test_broadcast_mail_gets_the_footer_in_html_and_text(text_body):
 
 
 def test_the_slot_path_and_the_full_path_write_the_same_footer(monkeypatch):
+    monkeypatch.setattr(tokens.time, "time", lambda: 1_800_000_000.0)  # one link for both renders
     version = factories.template_version(html_body=HTML)
     row = claimed(broadcast(version=version))
     assert compile_version_slots(version.id, version.subject, version.html_body, version.text_body)
@@ -159,3 +161,15 @@ def test_address_tokens_cannot_be_turned_to_another_address_topic_or_service():
         assert unsubscribe_token_read(bad) is None
         assert Client().post(f"/u/{bad}/").status_code == 404
     assert not Suppression.objects.exists()
+
+
+def test_a_preview_for_a_contact_shows_their_own_preference_link(api):
+    Contact.objects.create(client=factories.owner(), email="ada@x.io")
+    version = factories.template_version(subject="News",
+                                         html_body='<a href="{{ preferences_url }}">Choose</a>')
+    preview = api.get(f"/api/v1/templates/{version.template_id}/preview?contact=ada@x.io")
+    assert preview.status_code == 200, preview.content
+    token = preview.json()["html"].split("/p/")[1].split("/")[0]
+    assert preference_token_read(token) == AddressTarget(factories.owner().pk, "ada@x.io")
+    rendered = api.post(f"/api/v1/templates/{version.template_id}/render", {"context": {}}, format="json")
+    assert rendered.status_code == 200 and "notifier.invalid/p/preview/" in rendered.json()["html"]
