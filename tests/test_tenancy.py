@@ -43,6 +43,7 @@ NOT_TENANT_DATA = {
     "api/v1/providers": "platform: the configured ESPs",
     "api/v1/stats/overview": "platform: throughput, queues, workers, providers",
     "u/<str:token>/": "the signed unsubscribe link is the credential, no API key",
+    "p/<str:token>/": "the signed preference link is the credential (one service and address), no API key",
     "healthz": "liveness, no data",
     "oauth/token": "OAuth2 token endpoint: the client's id and secret are the credential, no API key",
     "": "the front page: links, no data",

@@ -14,6 +14,7 @@ from core.api.fields import ContextField, SafeEmailField, StrictInputMixin
 from core.priorities import Priority
 from scheduling.inputs import ScheduleInputSerializer, schedule_resolve
 from templates.models import TemplateVersion
+from templates.rendering import missing_variables
 from templates.services import template_version_for_send
 
 
@@ -55,7 +56,7 @@ class MessageInputSerializer(StrictInputMixin, serializers.Serializer):
         return template_version_for_send(client_id=self.context["client_id"], reference=value)
 
     def validate(self, attrs: dict) -> dict:
-        missing = sorted(set(attrs["template"].required_variables) - set(attrs["context"]))
+        missing = missing_variables(attrs["template"], attrs["context"])
         if missing:
             raise serializers.ValidationError(
                 {"context": [f"Missing variables the template needs: {', '.join(missing)}."]}
