@@ -5,7 +5,7 @@
 The full renderer is sandboxed Jinja + css-inline + inscriptis (text derived from the HTML);
 slots (templates/slots.py, decision 56) join the version's static parts with each recipient's
 escaped values. `--filler N` adds N shared paragraphs to the HTML (a longer newsletter).
-`--footer` also times what broadcast mail adds per message (issue 28, decision 107): the
+`--footer` also times what broadcast mail adds per message (issue 28, decision 108): the
 recipient's signed preference link and one-click token, and the slot render with the
 platform's footer around the link.
 """
