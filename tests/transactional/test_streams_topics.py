@@ -17,7 +17,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from audience.models import ConsentChange, Suppression, Topic
+from audience.models import ConsentChange, Stream, Suppression, Topic
 from audience.services.consent import ConsentSubject, broadcast_unsubscribe, topic_subscription_set
 from clients.services import service_create
 from delivery.models import EmailMessage
@@ -140,17 +140,19 @@ def test_a_bad_topic_is_a_400_naming_topic_and_writes_nothing(otp_template, dige
                                  (BATCH, {"messages": [body]}, "messages[0].topic")]:
         response = send(payload, path=path)
         assert response.status_code == 400, response.content
-        assert field in response.json()["error"]["fields"], response.json()
+        assert list(response.json()["error"]["fields"]) == [field], response.json()
     assert not EmailMessage.objects.exists() and _no_broker == []
     # Another service's topic reads as a missing one: nothing says it exists.
     if case == "other service":
         assert "No topic 'Theirs'" in send(body).json()["error"]["fields"]["topic"][0]
+    assert send(news(digest)).status_code == 202  # and the service's own topic is taken
 
 
 def test_a_bad_stream_is_a_400_naming_stream(otp_template, send):
     response = send({**OTP, "stream": "marketing"})
     assert response.status_code == 400 and "stream" in response.json()["error"]["fields"]
     assert not EmailMessage.objects.exists()
+    assert [send({**OTP, "stream": stream}).status_code for stream in Stream.values] == [202, 202]
 
 
 @pytest.mark.parametrize(("first", "retry"), [
