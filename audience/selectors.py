@@ -3,8 +3,6 @@ to a template."""
 
 from __future__ import annotations
 
-from rest_framework import serializers
-
 from audience.models import Stream, Suppression, Topic, TopicSubscription
 
 SUPPRESSION_TABLE = Suppression._meta.db_table
@@ -56,28 +54,6 @@ def message_withheld_sql(alias: str, sandbox: str) -> str:
         f"({email_is_suppressed_sql(address, sandbox)} OR ({alias}.stream = '{Stream.BROADCAST.value}' AND "
         f"{broadcast_withheld_sql(address, sandbox, f'{alias}.client_id', f'{alias}.topic_id')}))"
     )
-
-
-def topic_for_send(service_id: str | None, value: object, *, field: str = "topic") -> Topic:
-    """The topic a send names (a campaign, a recurring definition, a broadcast message): by
-    integer id (a number, or a string of digits) or by name, the service's own and not archived.
-    Else the 400 that names `field`: another service's topic is "no such topic", as a missing one
-    (nothing says it exists); an archived one says so (it is the caller's own)."""
-    text = "" if isinstance(value, bool) or not isinstance(value, int | str) else str(value).strip()
-    if not text:
-        raise serializers.ValidationError({field: ["A topic id or name is required."]})
-    topics = Topic.objects.filter(client_id=service_id)
-    if text.isascii() and text.isdigit():
-        # Beyond bigint there is no such id (and no DataError 500).
-        topic = topics.filter(pk=int(text)).first() if len(text) <= 18 else None
-    else:
-        topic = topics.filter(name=text).first()
-    if topic is None:
-        raise serializers.ValidationError({field: [f"No topic {text!r}."]})
-    if topic.archived_at is not None:
-        raise serializers.ValidationError({field: [
-            f"Topic {topic.name!r} is archived: mail can no longer name it."]})
-    return topic
 
 
 def contact_merge_data_sql(alias: str) -> str:

@@ -1,5 +1,5 @@
 """How the send APIs take and show a topic (issue 28): a campaign, a recurring definition and a
-broadcast message name one by id or by name (audience.selectors.topic_for_send resolves it
+broadcast message name one by id or by name (audience.topics.topic_for_send resolves it
 within the caller's service), and their answers show it as `{id, name}`."""
 
 from __future__ import annotations

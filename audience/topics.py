@@ -40,6 +40,8 @@ def topic_for_send(service: object, reference: str | int, *, field: str = "topic
     the JSON path the caller used, e.g. `definition.topic` or `messages[3].topic`), the same
     answer for a missing, an archived and another service's topic, so an id leaks nothing.
     `service` is the Service (or its id)."""
+    if isinstance(reference, bool) or not isinstance(reference, int | str) or not str(reference).strip():
+        raise serializers.ValidationError({field: ["A topic id or name is required."]})
     service_id = str(getattr(service, "pk", service))
     topic = topic_lookup(service_id=service_id, reference=reference)
     if topic is None:

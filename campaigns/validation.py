@@ -17,8 +17,8 @@ from rest_framework import serializers
 
 from audience.models import ContactList, Segment
 from audience.segments import SegmentError, segment_compile
-from audience.selectors import topic_for_send
 from audience.topic_fields import TopicReferenceField
+from audience.topics import topic_for_send
 from audience.validation import inline_contacts_clean
 from campaigns.campaign_schedule import campaign_schedule_clean
 from core.priorities import Priority

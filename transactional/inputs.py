@@ -15,8 +15,8 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from audience.models import Stream, Topic
-from audience.selectors import topic_for_send
 from audience.topic_fields import TopicReferenceField
+from audience.topics import topic_for_send
 from core.api.fields import ContextField, SafeEmailField, StrictInputMixin
 from core.priorities import Priority
 from scheduling.inputs import ScheduleInputSerializer, schedule_resolve

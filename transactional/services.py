@@ -188,7 +188,7 @@ def message_create(
     """Record one message; publish it now, or (scheduled_for) leave it SCHEDULED in the due set.
     `key_type`: the caller's key's (a test key's message is settled by the sandbox, issue 27);
     a replay under another key type is a 409, never the other type's message. `stream` and
-    `topic` (broadcast only; the caller's own, audience.selectors.topic_for_send): what may stop
+    `topic` (broadcast only; the caller's own, audience.topics.topic_for_send): what may stop
     it, at accept and again at send (decision 106)."""
     if topic is not None and stream != Stream.BROADCAST:
         raise ValueError("only broadcast mail has a topic")
