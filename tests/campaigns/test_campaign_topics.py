@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from campaigns.services.unsubscribe import unsubscribe_token
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -19,7 +20,6 @@ from audience.models import ConsentChange, Contact, Segment, Topic
 from audience.services.consent import ConsentSubject, broadcast_unsubscribe, topic_subscription_set
 from campaigns.models import Campaign
 from campaigns.services.fanout import campaign_fanout
-from campaigns.services.unsubscribe import unsubscribe_token
 from clients.services import service_create
 from delivery.models import EmailMessage
 from scheduling.models import Schedule
