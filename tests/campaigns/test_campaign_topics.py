@@ -10,7 +10,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from campaigns.services.unsubscribe import unsubscribe_token
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -21,22 +20,15 @@ from audience.services.consent import ConsentSubject, broadcast_unsubscribe, top
 from campaigns.models import Campaign
 from campaigns.services.fanout import campaign_fanout
 from clients.services import service_create
+from consent.tokens import unsubscribe_token
 from delivery.models import EmailMessage
 from scheduling.models import Schedule
 from scheduling.tasks import run_recurring
 from tests import factories
 from tests.campaigns.helpers import contacts_create
-from tests.scheduling.support import clear_schedule_keys
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_due_set")]
 Source = ConsentChange.Source
-
-
-@pytest.fixture(autouse=True)
-def clean_due_set():
-    clear_schedule_keys()
-    yield
-    clear_schedule_keys()
 
 
 @pytest.fixture
