@@ -10,8 +10,14 @@ from rest_framework.views import APIView
 
 from analytics.selectors.campaign_stats import INTERVALS, campaign_stats
 from analytics.selectors.overview import stats_overview
+from audience.topic_fields import TopicSummarySerializer
 from campaigns.models import Campaign
 from clients.tenancy import owned_or_404
+
+
+class TopicUnsubscribesSerializer(serializers.Serializer):
+    topic = TopicSummarySerializer(allow_null=True, help_text="null: the whole broadcast stream.")
+    unsubscribed = serializers.IntegerField(help_text="Recipients who left it through this campaign's mail.")
 
 
 class CampaignStatsSerializer(serializers.Serializer):
@@ -34,6 +40,9 @@ class CampaignStatsSerializer(serializers.Serializer):
                                   help_text="delivery, open, click, bounce, complaint, unsubscribe (0-1).")
     providers = serializers.DictField(child=serializers.DictField(child=serializers.IntegerField()),
                                       help_text="Per provider: sent and each event's count.")
+    unsubscribes_by_topic = TopicUnsubscribesSerializer(
+        many=True, help_text="Recipients this campaign's mail made leave a topic (its one-click link, "
+                             "an ESP's unsubscribe), one row per topic; each recipient counted once.")
     series = SeriesSerializer()
 
 

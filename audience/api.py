@@ -11,8 +11,10 @@ from rest_framework.views import APIView
 from audience.models import ContactList, Segment, Suppression
 from audience.query import contacts_exist, segment_sql
 from audience.segments import SegmentError, segment_compile
+from audience.services.consent import ConsentRefusedError
 from audience.services.contacts import (
     MAX_BULK,
+    broadcast_suppression_create,
     contact_list_get_or_create,
     contacts_bulk_upsert,
     suppression_create,
@@ -35,6 +37,11 @@ class ContactRowSerializer(serializers.Serializer):
     timezone = serializers.CharField(max_length=64, required=False, help_text="IANA, e.g. Europe/Berlin")
     subscribed = serializers.BooleanField(required=False)
     attributes = serializers.DictField(required=False, help_text="Merge data and segment attributes.")
+    topics = serializers.DictField(
+        child=serializers.BooleanField(), required=False,
+        help_text='Topic choices, {"<topic id or name>": true or false}: applied with source import, '
+                  "recorded in the history only when they change something. An unknown or archived "
+                  "topic, or joining one for an address suppressed for every stream, refuses the row.")
 
 
 @extend_schema_field(ContactRowSerializer(many=True))
@@ -197,7 +204,10 @@ class SegmentApi(APIView):
 class SuppressionOutputSerializer(serializers.ModelSerializer):
     class Meta:
         model = Suppression
-        fields = ["email", "reason", "source", "created_at"]
+        fields = ["email", "scope", "reason", "source", "created_at"]
+        extra_kwargs = {"scope": {"help_text": "all: every message to the address (a bounce, a complaint, a "
+                                               "legal request); broadcast: the service's broadcast mail only "
+                                               "(an unsubscribe)."}}
 
 
 class ExistingSuppressionSerializer(serializers.Serializer):
@@ -205,12 +215,27 @@ class ExistingSuppressionSerializer(serializers.Serializer):
     another client's mail or request caused it."""
 
     email = serializers.EmailField()
+    scope = serializers.ChoiceField(choices=Suppression.Scope.values)
     reason = serializers.CharField(allow_blank=True, help_text="Empty: not this client's.")
     source = serializers.CharField(allow_blank=True)
     created_at = serializers.DateTimeField(allow_null=True)
 
 
-SUPPRESS_EXAMPLE = {"email": "grace@example.com", "reason": "unsubscribe"}
+SUPPRESS_EXAMPLE = {"email": "grace@example.com", "reason": "complaint"}
+UNSUBSCRIBE_EXAMPLE = {"email": "ada@example.com", "scope": "broadcast"}
+SCOPE_HELP = ("all (default): stop every message to the address, transactional too (a legal request); "
+              "broadcast: the address leaves this service's broadcast stream (an unsubscribe: "
+              "campaigns and broadcast sends skip it, an OTP still reaches it).")
+
+
+class Conflict(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conflict"
+
+
+class ScopeQuerySerializer(serializers.Serializer):
+    scope = serializers.ChoiceField(choices=Suppression.Scope.values, required=False,
+                                    help_text="Only this scope (default: both).")
 
 
 class SuppressionApi(APIView):
@@ -219,11 +244,24 @@ class SuppressionApi(APIView):
 
     class InputSerializer(serializers.Serializer):
         email = serializers.EmailField(max_length=254)
-        reason = serializers.ChoiceField(choices=Suppression.Reason.values, default="manual")
+        scope = serializers.ChoiceField(choices=Suppression.Scope.values, default="all", help_text=SCOPE_HELP)
+        reason = serializers.ChoiceField(
+            choices=Suppression.Reason.values, required=False,
+            help_text="Default: manual (scope all), unsubscribe (scope broadcast, the only reason it takes).")
+
+        def validate(self, attrs: dict) -> dict:
+            unsubscribe = Suppression.Reason.UNSUBSCRIBE
+            broadcast = attrs["scope"] == Suppression.Scope.BROADCAST
+            if broadcast and attrs.setdefault("reason", unsubscribe) != unsubscribe:
+                raise serializers.ValidationError({"reason": [
+                    "A broadcast-scope suppression is an unsubscribe; a hard_bounce, complaint or manual "
+                    "suppression stops every stream (scope all)."]})
+            attrs.setdefault("reason", Suppression.Reason.MANUAL)
+            return attrs
 
     OutputSerializer = SuppressionOutputSerializer
 
-    class QuerySerializer(serializers.Serializer):
+    class QuerySerializer(ScopeQuerySerializer):
         email = serializers.CharField(required=False, max_length=254, help_text="Exactly this address.")
         after = serializers.CharField(required=False, max_length=254,
                                       help_text="The last email of the previous page (`next_after`).")
@@ -240,36 +278,52 @@ class SuppressionApi(APIView):
                                                     "only, the other fields empty).")},
         examples=[OpenApiExample("Suppress an address (201)", value=SUPPRESS_EXAMPLE, request_only=True),
                   OpenApiExample("The same again (200: suppressed already)", value=SUPPRESS_EXAMPLE,
+                                 request_only=True),
+                  OpenApiExample("Unsubscribe from broadcast mail only (201)", value=UNSUBSCRIBE_EXAMPLE,
                                  request_only=True)],
     )
     def post(self, request: Request) -> Response:
-        """Suppress an address: it is never mailed again until removed."""
+        """Suppress an address for every stream, or (scope broadcast) unsubscribe it from the
+        service's broadcast mail; until removed."""
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        suppression, created = suppression_create(**serializer.validated_data, client_id=request.user.pk)
+        data = serializer.validated_data
+        if data["scope"] == Suppression.Scope.BROADCAST:
+            suppression, created = broadcast_suppression_create(email=data["email"],
+                                                                service_id=request.user.pk)
+        else:
+            suppression, created = suppression_create(email=data["email"], reason=data["reason"],
+                                                      client_id=request.user.pk)
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
         if suppression.client_id != request.user.pk and not client_is_admin(request.user):
             # Suppressed already, by another client's mail or request: say so, show nothing of it.
-            return Response({"email": suppression.email, "reason": "", "source": "", "created_at": None},
-                            status=code)
+            return Response({"email": suppression.email, "scope": suppression.scope, "reason": "",
+                             "source": "", "created_at": None}, status=code)
         return Response(self.OutputSerializer(suppression).data, status=code)
 
     @extend_schema(operation_id="suppressions_list", parameters=[QuerySerializer],
                    responses={200: PageSerializer})
     def get(self, request: Request) -> Response:
         """The suppressions this client caused (all, with the admin scope), keyset pages by
-        email: ?after=<last email of the previous page>&email=<exact>."""
+        email: ?after=<last email of the previous page>&email=<exact>&scope=all|broadcast."""
         query = self.QuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         params = query.validated_data
         # The live scope: a test key's suppressions (issue 27) are its own data.
-        queryset = owned(Suppression.objects.filter(sandbox=False).order_by("email"), request.user)
+        queryset = owned(Suppression.objects.filter(sandbox=False).order_by("email", "scope", "id"),
+                         request.user)
         if params.get("email"):
             queryset = queryset.filter(email=params["email"].strip().lower())
+        if params.get("scope"):
+            queryset = queryset.filter(scope=params["scope"])
         if params.get("after"):
             queryset = queryset.filter(email__gt=params["after"])
         page = list(queryset[:PAGE_SIZE])
         next_after = page[-1].email if len(page) == PAGE_SIZE else None
+        if next_after is not None:
+            # An address may have rows in both scopes (and, with admin, several services'): a
+            # page ends with all of its last address's rows, so `after` never skips one.
+            page += list(queryset.filter(email=next_after).exclude(pk__in=[row.pk for row in page]))
         return Response({"results": self.OutputSerializer(page, many=True).data, "next_after": next_after})
 
 
@@ -277,16 +331,33 @@ class SuppressionDetailApi(APIView):
     required_scope = "campaigns"
     throttle_scope = "campaigns"
 
-    @extend_schema(responses={204: None})
+    @extend_schema(parameters=[ScopeQuerySerializer], responses={204: None, 409: error_response(
+        409, "A broadcast-scope row of an address suppressed for every stream by another service "
+             "(or an ESP): removing it would re-subscribe an address no mail may reach; nothing removed.",
+        "the address is suppressed for every stream (hard_bounce); no subscription can bring its mail back")})
     def delete(self, request: Request, email: str) -> Response:
-        """Remove a suppression this client caused (any, with the admin scope)."""
-        if not suppression_delete(email=email, client=request.user.service):
+        """Remove the suppressions of the address this client caused (any, with the admin scope);
+        removing a broadcast-scope one re-subscribes the address to the service's broadcast mail."""
+        query = ScopeQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        try:
+            removed = suppression_delete(email=email, client=request.user.service,
+                                         scope=query.validated_data.get("scope"))
+        except ConsentRefusedError as exc:
+            raise Conflict(str(exc)) from exc
+        if not removed:
             raise exceptions.NotFound(f"{email} is not suppressed.")
         return Response(status=status.HTTP_204_NO_CONTENT)
 
-    @extend_schema(responses={200: SuppressionOutputSerializer})
+    @extend_schema(parameters=[ScopeQuerySerializer], responses={200: SuppressionOutputSerializer})
     def get(self, request: Request, email: str) -> Response:
-        """One suppression this client caused (any, with the admin scope)."""
-        suppression = owned_or_404(Suppression.objects.filter(sandbox=False), request.user,
-                                   message=f"{email} is not suppressed.", email=email.strip().lower())
+        """One suppression this client caused (any, with the admin scope): its all-streams one
+        first, else its broadcast-scope one (?scope= picks)."""
+        query = ScopeQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        rows = Suppression.objects.filter(sandbox=False).order_by("scope", "id")
+        if query.validated_data.get("scope"):
+            rows = rows.filter(scope=query.validated_data["scope"])
+        suppression = owned_or_404(rows, request.user, message=f"{email} is not suppressed.",
+                                   email=email.strip().lower())
         return Response(SuppressionOutputSerializer(suppression).data)

@@ -19,7 +19,8 @@ from rest_framework import serializers
 
 MAX_INLINE = 10_000
 MAX_DATA_BYTES = 16 * 1024
-CONTACT_FIELDS = {"email", "name", "timezone", "locale", "subscribed", "attributes", "data"}
+CONTACT_FIELDS = {"email", "name", "timezone", "locale", "subscribed", "attributes", "data", "topics"}
+MAX_TOPIC_CHOICES = 100
 
 
 class AudienceTooLargeError(Exception):
@@ -62,7 +63,22 @@ def contact_row_clean(row: Any, *, allow: set[str]) -> tuple[dict | None, dict[s
         if not isinstance(row["subscribed"], bool):
             errors["subscribed"] = ["Must be true or false."]
         clean["subscribed"] = row["subscribed"]
+    if "topics" in row:
+        _topic_choices(row["topics"], clean, errors)
     return (None, errors) if errors else (clean, {})
+
+
+def _topic_choices(value: Any, clean: dict, errors: dict) -> None:
+    """`{"<topic id or name>": true|false}`: the row's own choices (the service resolves the
+    names); a bad value is named `topics.<key>`."""
+    if not isinstance(value, dict) or len(value) > MAX_TOPIC_CHOICES:
+        errors["topics"] = [f"Must be an object of at most {MAX_TOPIC_CHOICES} topics, "
+                            '{"<topic id or name>": true or false}.']
+        return
+    for key, choice in value.items():
+        if not isinstance(choice, bool):
+            errors[f"topics.{key}"] = ["Must be true or false."]
+    clean["topics"] = value
 
 
 def _text(row: dict, name: str, limit: int, clean: dict, errors: dict) -> None:

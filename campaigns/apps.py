@@ -5,21 +5,25 @@ class CampaignsConfig(AppConfig):
     name = "campaigns"
 
     def ready(self) -> None:
-        """Plug the campaign rules into the send path (delivery/extensions.py) and into the
-        scheduling engine (scheduling/extensions.py)."""
+        """Plug the campaign rules into the send path (delivery/extensions.py), into the
+        scheduling engine (scheduling/extensions.py) and into consent (consent/extensions.py)."""
         from campaigns.claim_guard import CAMPAIGN_CLAIM_GUARD, CAMPAIGN_OPEN_GUARD
-        from campaigns.services.unsubscribe import campaign_headers
         from delivery import extensions
 
         extensions.register_claim_guard(CAMPAIGN_CLAIM_GUARD)
         extensions.register_requeue_guard(CAMPAIGN_OPEN_GUARD)
-        extensions.register_header_provider(campaign_headers)
+
+        # A campaign link's one-click unsubscribe leaves the campaign's topic.
+        from campaigns.selectors import campaign_topic
+        from consent import extensions as consent
+
+        consent.register_campaign_topic_reader(campaign_topic)
 
         # Campaign rows read their contact at send (decision 65): a deleted contact's go too.
         from django.db.models.signals import pre_delete
 
         from audience.models import Contact
-        from campaigns.services.unsubscribe import contact_deleted_rows_suppress
+        from campaigns.services.contacts import contact_deleted_rows_suppress
 
         pre_delete.connect(contact_deleted_rows_suppress, sender=Contact,
                            dispatch_uid="campaigns-contact-deleted")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db.models import Count
 
+from audience.models import Topic
 from campaigns.models import Campaign
 from delivery.models import EmailMessage
 
@@ -64,3 +65,10 @@ def campaign_counters(*, campaign: Campaign, by_status: dict[str, int] | None = 
         "suppressed": get(MS.SUPPRESSED, 0) + campaign.excluded_count,
         "cancelled": get(MS.CANCELLED, 0),
     }
+
+
+def campaign_topic(campaign_id: int) -> Topic | None:
+    """The campaign's topic (None: it has none, or the campaign is gone): what its one-click link
+    leaves. Registered with consent (consent/extensions.py) in campaigns/apps.py."""
+    campaign = Campaign.objects.filter(pk=campaign_id).select_related("topic").first()
+    return campaign.topic if campaign is not None else None

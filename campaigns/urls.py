@@ -3,7 +3,6 @@
 from django.urls import path
 
 import core.url_converters  # noqa: F401 - registers <id:...>
-from campaigns import views
 from campaigns.api import campaigns as campaign_api
 from campaigns.api.preview import TemplatePreviewApi
 
@@ -20,5 +19,4 @@ urlpatterns = [
     path("api/v1/campaigns/<id:campaign_id>/test", campaign_api.CampaignTestApi.as_view(),
          name="campaign-test"),
     path("api/v1/templates/<id:template_id>/preview", TemplatePreviewApi.as_view(), name="template-preview"),
-    path("u/<str:token>/", views.unsubscribe, name="unsubscribe"),
 ]

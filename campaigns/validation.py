@@ -17,6 +17,8 @@ from rest_framework import serializers
 
 from audience.models import ContactList, Segment
 from audience.segments import SegmentError, segment_compile
+from audience.topic_fields import TopicReferenceField
+from audience.topics import topic_for_send
 from audience.validation import inline_contacts_clean
 from campaigns.campaign_schedule import campaign_schedule_clean
 from core.priorities import Priority
@@ -78,6 +80,13 @@ class CampaignDefinitionSerializer(serializers.Serializer):
     schedule = CampaignScheduleField(required=False, default=lambda: {"type": "immediate"})
     priority = serializers.ChoiceField(choices=[p.label for p in Priority], default="normal")
     metadata = serializers.DictField(required=False, default=dict, help_text="At most 16 KiB, kept.")
+    topic = TopicReferenceField(required=False)
+
+    def validate(self, attrs: dict) -> dict:
+        # Here, not in validate_topic: topic_for_send's error names the field itself.
+        if "topic" in attrs:
+            attrs["topic"] = topic_for_send(self.context["client_id"], attrs["topic"])
+        return attrs
 
     def validate_template_id(self, value: str):
         return template_version_for_send(client_id=self.context["client_id"], reference=value)

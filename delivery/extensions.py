@@ -10,7 +10,11 @@ loads every installed app before it sends, so a worker always has the same rules
 - requeue guards: the same for putting a FAILED row back to QUEUED after a provider fault
   (`failed_messages_requeue`);
 - header providers: `f(message) -> {header: value}` merged into each outgoing message
-  (`message` is a `SendableMessage`: its id, recipient, priority, context, campaign and contact).
+  (`message` is a `SendableMessage`: its id, recipient, priority, context, campaign, contact,
+  service, stream and topic).
+- render extenders: `f(message, variant) -> RenderAddition | None`, values added to the context
+  a message renders with and a footer appended to its parts (consent registers it: the
+  preference link and its footer in broadcast mail). Called per message: keep it cheap.
 - evidence readers: `f(message ids) -> {id: evidence}`, the ESP events already stored about
   those messages (feedback registers it): an AMBIGUOUS row with one is settled as SENT, never
   re-sent (delivery/services/ambiguity.py, decision 89).
@@ -21,8 +25,14 @@ loads every installed app before it sends, so a worker always has the same rules
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from templates.rendering import Footer
+
+if TYPE_CHECKING:
+    from templates.models import TemplateVersion
 
 
 class SendableMessage(Protocol):
@@ -42,15 +52,32 @@ class SendableMessage(Protocol):
     def campaign_id(self) -> int | None: ...
     @property
     def contact_id(self) -> int | None: ...
+    @property
+    def client_id(self) -> str | None: ...
+    @property
+    def stream(self) -> str: ...
+    @property
+    def topic_id(self) -> int | None: ...
+
+
+@dataclass(frozen=True)
+class RenderAddition:
+    """What an app adds to one message's render: values its template may name (the sender did not
+    send them), and a footer the platform appends to its HTML and text parts."""
+
+    context: Mapping[str, str] = field(default_factory=dict)
+    footer: Footer | None = None
 
 
 HeaderProvider = Callable[[SendableMessage], dict[str, str]]
+RenderExtender = Callable[[SendableMessage, "TemplateVersion"], RenderAddition | None]
 EvidenceReader = Callable[[list[int]], dict[int, dict]]
 SandboxEventSink = Callable[[list[tuple[int, str]]], None]
 
 _claim_guards: list[str] = []
 _requeue_guards: list[str] = []
 _header_providers: list[HeaderProvider] = []
+_render_extenders: list[RenderExtender] = []
 _evidence_readers: list[EvidenceReader] = []
 _sandbox_event_sinks: list[SandboxEventSink] = []
 
@@ -68,6 +95,11 @@ def register_requeue_guard(sql: str) -> None:
 def register_header_provider(provider: HeaderProvider) -> None:
     if provider not in _header_providers:
         _header_providers.append(provider)
+
+
+def register_render_extender(extender: RenderExtender) -> None:
+    if extender not in _render_extenders:
+        _render_extenders.append(extender)
 
 
 def register_evidence_reader(reader: EvidenceReader) -> None:
@@ -110,6 +142,21 @@ def message_headers(message: SendableMessage) -> dict[str, str]:
     for provider in _header_providers:
         headers.update(provider(message))
     return headers
+
+
+def render_addition(message: SendableMessage, variant: TemplateVersion) -> RenderAddition | None:
+    """What the registered extenders add to this message's render (None: nothing, the common
+    case, which costs no copy of its context). Later extenders win a name; the last footer wins."""
+    found = [a for a in (extender(message, variant) for extender in _render_extenders) if a is not None]
+    if not found:
+        return None
+    if len(found) == 1:
+        return found[0]
+    context: dict[str, str] = {}
+    for addition in found:
+        context.update(addition.context)
+    footers = [a.footer for a in found if a.footer is not None]
+    return RenderAddition(context, footers[-1] if footers else None)
 
 
 def _joined(conditions: list[str]) -> str:

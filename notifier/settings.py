@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "templates",
     "audience",
     "campaigns",
+    "consent",  # the recipient's pages and links: one-click unsubscribe, preferences
     "delivery",
     "scheduling",
     "transactional",
@@ -256,6 +257,9 @@ NOTIFIER_TEMPLATE_MAX_OUTPUT_BYTES = env.int("NOTIFIER_TEMPLATE_MAX_OUTPUT_BYTES
 # --- Campaigns ----------------------------------------------------------------------------------
 # Base of the signed one-click unsubscribe links in campaign mail (RFC 8058 wants https).
 NOTIFIER_PUBLIC_URL = env.str("NOTIFIER_PUBLIC_URL", default="http://127.0.0.1:8000")
+# How long a preference page link (`{{ preferences_url }}`, broadcast mail's footer) opens the
+# page; each new email carries a fresh one (consent/tokens.py).
+NOTIFIER_PREFERENCE_LINK_DAYS = env.int("NOTIFIER_PREFERENCE_LINK_DAYS", default=90)
 
 # --- API ---------------------------------------------------------------------------------------
 REST_FRAMEWORK = {

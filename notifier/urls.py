@@ -35,7 +35,8 @@ urlpatterns = [
     *api_v1,
     *scheduling_urls,
     path("", include("audience.urls")),  # contacts, lists, segments, suppressions
-    path("", include("campaigns.urls")),  # campaigns, template preview, unsubscribe
+    path("", include("campaigns.urls")),  # campaigns, template preview
+    path("", include("consent.urls")),  # the recipient's pages: one-click unsubscribe, preferences
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("", include("feedback.urls")),  # ESP webhooks

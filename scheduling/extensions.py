@@ -7,7 +7,8 @@ registers that from its `AppConfig.ready()`:
 - the run launcher: `launch(definition, client_id, key_type)` creates what one recurring run sends (a
   campaign) and returns it, or raises DRF's ValidationError when there is nothing to send;
 - the definition validator: `validate(definition, client_id)` raises DRF's ValidationError when a
-  recurring schedule's definition could not launch (checked when the schedule is created);
+  recurring schedule's definition could not launch (checked when the schedule is created), and
+  returns the definition to store (its references made stable, e.g. a topic's name as its id);
 - the target canceller: `cancel(campaign_id)` stops what a cancelled one-off schedule launched;
 - sweeps: functions the scheduler's lock holder runs in its sweep thread (campaign recovery);
 - due listeners: `f(campaign_ids=[...])` told which campaigns' rows the dispatcher just released
@@ -21,7 +22,7 @@ from typing import Any
 
 RunLauncher = Callable[[dict[str, Any], "int | None", str], Any]
 TargetCanceller = Callable[[int], None]
-DefinitionValidator = Callable[[dict[str, Any], "str | None"], None]
+DefinitionValidator = Callable[[dict[str, Any], "str | None"], dict[str, Any]]
 
 _launchers: list[RunLauncher] = []
 _validators: list[DefinitionValidator] = []
@@ -66,10 +67,11 @@ def launch_run(definition: dict[str, Any], client_id: int | None, key_type: str)
     return _launchers[0](definition, client_id, key_type)
 
 
-def validate_definition(definition: dict[str, Any], client_id: str | None) -> None:
+def validate_definition(definition: dict[str, Any], client_id: str | None) -> dict[str, Any]:
+    """The definition to store, or DRF's ValidationError."""
     if not _validators:
         raise NothingRegisteredError("no app registered a validator for recurring runs")
-    _validators[0](definition, client_id)
+    return _validators[0](definition, client_id)
 
 
 def cancel_target(campaign_id: int) -> None:

@@ -8,6 +8,8 @@ HTML autoescapes merge values, subject and text do not (they are not HTML). Unde
 raise instead of rendering blanks. CSS is inlined (css-inline) because most mail clients drop
 <style>; the text part is derived from the HTML with inscriptis when the template has none.
 Compiled templates are cached per version id: a batch compiles once and renders many times.
+A footer the platform adds (a `Footer`: broadcast mail's preference link) is appended to the
+rendered parts, on the full path and the slot path alike (the link is one more slot).
 """
 
 from __future__ import annotations
@@ -22,9 +24,19 @@ import jinja2
 from django.conf import settings
 from inscriptis import get_text
 from jinja2 import meta
+from markupsafe import escape as markupsafe_escape
 
 from templates.sandbox import BoundedSandbox, Limits, RenderLimitExceeded, budget_scope, current_budget
-from templates.slots import SlotFill, SlotTemplate, compile_slots, slot_strings
+from templates.slots import (
+    ATTR,
+    RAW,
+    SlotFill,
+    SlotPart,
+    SlotTemplate,
+    compile_slots,
+    html_attr_value,
+    slot_strings,
+)
 
 if TYPE_CHECKING:
     from templates.models import TemplateVersion
@@ -50,6 +62,26 @@ class RenderedEmail:
     # Set when the render came from slots (templates/slots.py): the shared static parts and this
     # recipient's escaped values, so a batch API can send one body plus substitutions.
     fill: SlotFill | None = None
+
+
+@dataclass(frozen=True)
+class Footer:
+    """A block appended to an email around one per-recipient link, the context's `variable`:
+    `html_head` + the link (escaped for a double-quoted attribute) + `html_tail` right before the
+    HTML's `</body>`, and `text_head` + the link + `text_tail` at the end of the text part.
+    Static strings, HTML already escaped: no template syntax is read in them."""
+
+    variable: str
+    html_head: str
+    html_tail: str
+    text_head: str
+    text_tail: str
+
+
+# Values the platform puts into a message's context at send (consent: `preferences_url`, the
+# recipient's preference page): a template may name them though its sender never sends them, and
+# previews render them with these stand-ins.
+PLATFORM_VARIABLES = {"preferences_url": "https://notifier.invalid/p/preview/"}
 
 
 @dataclass(frozen=True)
@@ -115,28 +147,69 @@ def render_slots(slots: SlotTemplate, context: dict, *, limits: Limits | None = 
                          html=slots.html.join(html_values), fill=SlotFill(slots, html_values, text_values))
 
 
-def render_for_send(version: TemplateVersion, context: dict) -> RenderedEmail:
-    """The sender's render: slots when the version and the values allow, else the full path."""
+def render_for_send(version: TemplateVersion, context: dict, footer: Footer | None = None) -> RenderedEmail:
+    """The sender's render: slots when the version and the values allow, else the full path;
+    `footer` appended to both parts (its link is `context[footer.variable]`)."""
     key = (version.id, version.subject, version.html_body, version.text_body)
-    slots = _slots_for(key)
+    slots = _slots_for(key, footer)
     rendered = render_slots(slots, context) if slots is not None else None
-    return rendered or render(compile_version(*key), context)
+    if rendered is not None:
+        return rendered
+    rendered = render(compile_version(*key), context)
+    return rendered if footer is None else _footer_append(rendered, footer, str(context[footer.variable]))
 
 
-# Version id -> (its parts, its slots). Every message of a batch loads its own copy of the
-# version's strings, so an lru_cache lookup would hash a whole body per message (~1 us a KB);
-# comparing with the stored parts is a memcmp.
-_SLOTS_BY_ID: dict[int, tuple[tuple[str, str, str], SlotTemplate | None]] = {}
+# Version id -> (its parts, its slots, its slots with each footer). Every message of a batch
+# loads its own copy of the version's strings, so an lru_cache lookup would hash a whole body per
+# message (~1 us a KB); comparing with the stored parts is a memcmp.
+_SLOTS_BY_ID: dict[int, tuple[tuple[str, str, str], SlotTemplate | None, dict]] = {}
 
 
-def _slots_for(key: tuple[int, str, str, str]) -> SlotTemplate | None:
+def _slots_for(key: tuple[int, str, str, str], footer: Footer | None = None) -> SlotTemplate | None:
     entry = _SLOTS_BY_ID.get(key[0])
     if entry is None or entry[0] != key[1:]:
         if len(_SLOTS_BY_ID) >= 512:
             _SLOTS_BY_ID.clear()
-        entry = (key[1:], compile_version_slots(*key))
+        entry = (key[1:], compile_version_slots(*key), {})
         _SLOTS_BY_ID[key[0]] = entry
-    return entry[1]
+    slots = entry[1]
+    if footer is None or slots is None:
+        return slots
+    footered = entry[2].get(footer)
+    if footered is None:
+        footered = entry[2][footer] = _slots_with_footer(slots, footer)
+    return footered
+
+
+def _html_footer_at(html: str) -> int:
+    """Where a footer goes in rendered HTML: before the last `</body>` (css-inline always
+    writes one), else at the end."""
+    at = html.rfind("</body>")
+    return len(html) if at < 0 else at
+
+
+def _footer_append(rendered: RenderedEmail, footer: Footer, link: str) -> RenderedEmail:
+    """The full path's footer: the same strings the footered slot template joins."""
+    html, at = rendered.html, _html_footer_at(rendered.html)
+    block = f"{footer.html_head}{html_attr_value(str(markupsafe_escape(link)))}{footer.html_tail}"
+    text = f"{rendered.text}{footer.text_head}{link}{footer.text_tail}"
+    return RenderedEmail(rendered.subject, text, html[:at] + block + html[at:], rendered.fill)
+
+
+def _slots_with_footer(slots: SlotTemplate, footer: Footer) -> SlotTemplate:
+    """`slots` with the footer's link as one more slot (an attribute value in the HTML, raw in
+    the text), its strings in the static parts around it."""
+    html, text, name = slots.html, slots.text, footer.variable
+    last = html.statics[-1]
+    at = _html_footer_at(last)
+    html = SlotPart((*html.statics[:-1], last[:at] + footer.html_head, footer.html_tail + last[at:]),
+                    (*html.names, name), (*html.kinds, ATTR))
+    text = SlotPart((*text.statics[:-1], text.statics[-1] + footer.text_head, footer.text_tail),
+                    (*text.names, name), (*text.kinds, RAW))
+    extra = len(footer.html_head + footer.html_tail + footer.text_head + footer.text_tail)
+    names = tuple(dict.fromkeys([*slots.names, name]))
+    return SlotTemplate(slots.subject, html, text, slots.derived_text, names, slots.html_names | {name},
+                        slots.static_bytes + extra, slots.nonce)
 
 
 def _derive_text(html: str) -> str:
@@ -217,11 +290,13 @@ def variant_for_locale(version: TemplateVersion, locale: str) -> TemplateVersion
 
 
 def render_version(version: TemplateVersion, context: dict, *, locale: str = "") -> RenderedEmail:
-    """Render the variant of `version` that suits `locale` (the sender and previews call this)."""
+    """Render the variant of `version` that suits `locale` (previews call this; a platform
+    variable the context lacks shows its stand-in)."""
     variant = variant_for_locale(version, locale)
     compiled = compile_version(variant.id, variant.subject, variant.html_body, variant.text_body)
-    return render(compiled, context)
+    return render(compiled, {**PLATFORM_VARIABLES, **context})
 
 
 def missing_variables(version: TemplateVersion, context: dict) -> list[str]:
-    return sorted(set(version.required_variables) - set(context))
+    """What the template names that neither the context nor the platform (PLATFORM_VARIABLES) gives."""
+    return sorted(set(version.required_variables) - set(context) - PLATFORM_VARIABLES.keys())

@@ -19,7 +19,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from audience.models import Contact, ContactList, Segment, Suppression
+from audience.models import ConsentChange, Contact, ContactList, Segment, Suppression, Topic
 from campaigns.models import Campaign
 from clients.models import ApiKey, Service, TeamMember
 from clients.oauth_models import OAuthClient
@@ -43,6 +43,7 @@ NOT_TENANT_DATA = {
     "api/v1/providers": "platform: the configured ESPs",
     "api/v1/stats/overview": "platform: throughput, queues, workers, providers",
     "u/<str:token>/": "the signed unsubscribe link is the credential, no API key",
+    "p/<str:token>/": "the signed preference link is the credential (one service and address), no API key",
     "healthz": "liveness, no data",
     "oauth/token": "OAuth2 token endpoint: the client's id and secret are the credential, no API key",
     "": "the front page: links, no data",
@@ -84,6 +85,7 @@ class Objects:
     api_key: ApiKey
     team_member: TeamMember
     oauth_client: OAuthClient
+    topic: Topic
 
 
 def _objects_of(owner: Service) -> Objects:
@@ -107,8 +109,9 @@ def _objects_of(owner: Service) -> Objects:
     api_key, _ = api_key_create(service=owner, name=f"{SECRET}-key")
     member = TeamMember.objects.create(service=owner, email=f"dev@{SECRET}.example")
     oauth_client, _ = oauth_client_create(service=owner, name=f"{SECRET}-job")
+    topic = Topic.objects.create(client=owner, name=f"{SECRET}-topic", description=SECRET)
     return Objects(version.template, contact, contact_list, segment, campaign, schedule, message,
-                   suppression, api_key, member, oauth_client)
+                   suppression, api_key, member, oauth_client, topic)
 
 
 def _routes(patterns: list, prefix: str = "") -> Iterator[tuple[str, URLPattern | URLResolver]]:
@@ -152,6 +155,8 @@ OBJECT_ROUTES: dict[str, Callable[[Objects], dict]] = {
     "api/v1/keys/<str:key_id>": lambda a: {"key_id": a.api_key.prefix},
     "api/v1/team-members/<id:member_id>": lambda a: {"member_id": a.team_member.pk},
     "api/v1/oauth-clients/<str:client_id>": lambda a: {"client_id": a.oauth_client.client_id},
+    "api/v1/topics/<id:topic_id>": lambda a: {"topic_id": a.topic.pk},
+    "api/v1/contacts/<str:contact>/preferences": lambda a: {"contact": a.contact.pk},
 }
 BODIES: dict[tuple[str, str], Callable[[Objects], dict]] = {
     ("api/v1/templates/<id:template_id>", "put"):
@@ -159,6 +164,9 @@ BODIES: dict[tuple[str, str], Callable[[Objects], dict]] = {
     ("api/v1/templates/<id:template_id>/render", "post"): lambda a: {"context": {"name": "x"}},
     ("api/v1/templates/<id:template_id>/preview", "get"): lambda a: {"contact": a.contact.email},
     ("api/v1/campaigns/<id:campaign_id>/test", "post"): lambda a: {"emails": ["b@b.example"]},
+    ("api/v1/topics/<id:topic_id>", "patch"): lambda a: {"description": "B's"},
+    ("api/v1/contacts/<str:contact>/preferences", "put"):
+        lambda a: {"broadcast": False, "topics": {str(a.topic.pk): False}},
 }
 
 
@@ -260,6 +268,7 @@ def _collection_checks(a: Objects, b: Tenant, kind: str = "first key"
         ("api/v1/keys", "post"): new_key,
         ("api/v1/team-members", "post"): team_member,
         ("api/v1/oauth-clients", "post"): new_oauth_client,
+        ("api/v1/topics", "post"): created_own("/api/v1/topics", {"name": a.topic.name}, Topic, a.topic.name),
     }
 
 
@@ -276,6 +285,10 @@ def _assert_a_untouched(a: Objects) -> None:
     assert not ApiKey.objects.get(pk=a.api_key.pk).revoked
     assert TeamMember.objects.filter(pk=a.team_member.pk).exists()
     assert OAuthClient.objects.filter(pk=a.oauth_client.pk).exists()
+    topic = Topic.objects.get(pk=a.topic.pk)
+    assert (topic.description, topic.archived_at) == (SECRET, None)
+    assert contact.subscribed and not ConsentChange.objects.filter(email=contact.email).exists()
+    assert not Suppression.objects.filter(email=contact.email).exists()
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
+from audience.topic_fields import TopicSummarySerializer
 from clients.idempotency import idempotent
 from clients.key_types import KeyType, caller_key_type
 from clients.send_guards import MaySend
@@ -36,11 +37,17 @@ class MessageCreateApi(APIView):
         scheduled_for = serializers.DateTimeField(required=False, help_text="Set for future sends.")
 
     @extend_schema(
-        summary="Send one transactional email",
+        summary="Send one email (transactional unless it says broadcast)",
         description="Queues one message built from a template. `template` is a template id or "
                     "name; `context` must hold every variable the template uses. The body field "
                     "`idempotency_key` and the `Idempotency-Key` header both make retries safe; "
-                    "either one reused with a different request is a 409.",
+                    "either one reused with a different request is a 409. `stream`: "
+                    "`transactional` (the default: an OTP, a receipt, a password reset) is stopped "
+                    "only by a bounce, a complaint or an all-streams suppression, never by an "
+                    "unsubscribe; `broadcast` (with an optional `topic`, by id or name) is also "
+                    "answered `SUPPRESSED` for a recipient who left your broadcast stream or the "
+                    "topic. A `topic` without `\"stream\": \"broadcast\"`, or another service's, "
+                    "an archived or an unknown one, is a 400 naming `topic`.",
         request=InputSerializer,
         responses={202: OutputSerializer},
         # The tour's requests (README): `welcome` is the template `make run` gives its demo client.
@@ -51,6 +58,9 @@ class MessageCreateApi(APIView):
             OpenApiExample("In 30 seconds, cancellable", request_only=True, value={
                 "to": "you@example.com", "template": "welcome", "context": {"name": "Ada", "code": "123456"},
                 "schedule": {"type": "delayed", "delay_seconds": 30, "cancel_key": "cart-1"}}),
+            OpenApiExample("A newsletter (broadcast stream)", request_only=True, value={
+                "to": "you@example.com", "template": "welcome", "stream": "broadcast",
+                "context": {"name": "Ada", "code": "123456"}}),
             OpenApiExample("Queued", response_only=True, status_codes=["202"],
                            value={"id": 1, "status": "QUEUED"}),
             OpenApiExample("Scheduled", response_only=True, status_codes=["202"],
@@ -74,6 +84,8 @@ class MessageCreateApi(APIView):
             scheduled_for=data["schedule"].due_at,
             cancel_key=data["schedule"].cancel_key,
             key_type=caller_key_type(request),
+            stream=data["stream"],
+            topic=data["topic"],
         )
         message = created.message
         headers = {"Idempotent-Replayed": "true"} if created.replayed else {}
@@ -91,11 +103,13 @@ class MessageDetailApi(APIView):
         priority = serializers.SerializerMethodField()
         template = serializers.CharField(source="template_version.template.name")
         template_version = serializers.IntegerField(source="template_version.version")
+        topic = TopicSummarySerializer(allow_null=True, read_only=True,
+                                       help_text="The broadcast message's topic; null: none.")
 
         class Meta:
             model = EmailMessage
             fields = [
-                "id", "recipient", "status", "priority", "template", "template_version",
+                "id", "recipient", "status", "priority", "template", "template_version", "stream", "topic",
                 "provider", "provider_message_id", "attempts", "error", "created_at",
                 "scheduled_for", "sent_at", "delivered_at", "opened_at", "clicked_at", "bounced_at",
             ]
@@ -113,8 +127,8 @@ class MessageDetailApi(APIView):
     def get(self, request: Request, message_id: int) -> Response:
         params = self.InputSerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
-        queryset = messages_visible(EmailMessage.objects.select_related("template_version__template"),
-                                    key_type=caller_key_type(request),
+        rows = EmailMessage.objects.select_related("template_version__template", "topic")
+        queryset = messages_visible(rows, key_type=caller_key_type(request),
                                     asked=params.validated_data.get("key_type"))
         message = owned_or_404(queryset, request.user, message="No such message.", pk=message_id)
         return Response(self.OutputSerializer(message).data)

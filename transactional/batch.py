@@ -6,7 +6,9 @@ suppression check inside it per row, as the single send's statement does (decisi
 item keeps its own idempotency key: a key that exists (from an earlier call, or from an earlier
 item of this batch) is answered by one SELECT over all of them, as the first message's replay
 or a conflict, exactly as a single send. After commit the new QUEUED ids are published with one
-broker call per priority, and the SCHEDULED ones go to the due set in one call.
+broker call per priority, and the SCHEDULED ones go to the due set in one call. A batch of
+transactional mail only is the statement it always was; one with a broadcast item also asks, for
+those items, whether the recipient left the service's broadcast stream or the item's topic.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from functools import cache
 from django.db import connection, transaction
 from django.utils import timezone
 
-from audience.selectors import email_is_suppressed_sql
+from audience.models import Stream, Topic
+from audience.selectors import broadcast_withheld_sql, email_is_suppressed_sql
 from clients.key_types import KeyType
 from clients.models import Service
 from core.priorities import Priority
@@ -47,6 +50,8 @@ class BatchItem:
     idempotency_key: str | None = None
     scheduled_for: datetime | None = None
     cancel_key: str = ""
+    stream: str = Stream.TRANSACTIONAL
+    topic: Topic | None = None
 
 
 @dataclass(frozen=True)
@@ -66,14 +71,30 @@ BatchOutcome = BatchAccepted | BatchKeyReused
 
 # Per item, in this order: one array parameter each.
 _PER_ROW = ("recipient", "context", "template_version", "priority", "idempotency_key",
-            "scheduled_for", "cancel_key", "status")
+            "scheduled_for", "cancel_key", "stream", "topic", "status")
 # The same for every item of a batch: one scalar parameter each.
 _PER_BATCH = ("client", "created_at", "key_type")
 
 
+def _suppressed_sql(broadcast: bool) -> tuple[str, str]:
+    """(the SQL of whether the row `u` is withheld, the FROM items it reads), their parameters
+    the batch's scope: whether it is a test key's, then (a batch with broadcast items) the
+    service. A transactional batch asks the all-streams look only, as it always has; in a batch
+    with broadcast items, a transactional item too."""
+    address = "lower(u.recipient)"
+    rows = "unnest({arrays}) WITH ORDINALITY AS u({names}, n)"
+    if not broadcast:
+        return email_is_suppressed_sql(address, "%s"), rows
+    left = broadcast_withheld_sql(address, "k.sandbox", "k.service", "u.topic_id")
+    return (f"({email_is_suppressed_sql(address, 'k.sandbox')} OR "
+            f"(u.stream = '{Stream.BROADCAST.value}' AND {left}))",
+            f"(SELECT %s::boolean AS sandbox, %s::varchar AS service) k, {rows}")
+
+
 @cache
-def _insert_statement() -> tuple[str, tuple[object, ...]]:
-    """The INSERT (built once from the model) and the constant defaults it ends with."""
+def _insert_statement(broadcast: bool) -> tuple[str, tuple[object, ...]]:
+    """The INSERT (built once from the model, per kind of batch: with broadcast items or
+    without) and the constant defaults it ends with."""
     meta = EmailMessage._meta
     given = {*_PER_ROW, *_PER_BATCH, "error"}
     defaulted = [field for field in meta.concrete_fields
@@ -81,7 +102,7 @@ def _insert_statement() -> tuple[str, tuple[object, ...]]:
     row_fields = [meta.get_field(name) for name in _PER_ROW]
     arrays = ", ".join(f"%s::{field.db_type(connection)}[]" for field in row_fields)
     names = ", ".join(field.column for field in row_fields)
-    suppressed = email_is_suppressed_sql("lower(u.recipient)", "%s")
+    suppressed, rows = _suppressed_sql(broadcast)
     columns = [*(meta.get_field(name).column for name in _PER_BATCH), *(f.column for f in row_fields),
                "error", *(field.column for field in defaulted)]
     values = ["%s"] * len(_PER_BATCH)
@@ -91,7 +112,7 @@ def _insert_statement() -> tuple[str, tuple[object, ...]]:
     sql = (f"INSERT INTO {meta.db_table} ({', '.join(columns)}) "
            f"SELECT {', '.join(values)} FROM ("
            f"SELECT u.*, {suppressed} AS suppressed "
-           f"FROM unnest({arrays}) WITH ORDINALITY AS u({names}, n)) v ORDER BY v.n "
+           f"FROM {rows.format(arrays=arrays, names=names)}) v ORDER BY v.n "
            "ON CONFLICT (idempotency_key) DO NOTHING RETURNING id, status, idempotency_key")
     defaults = tuple(field.get_db_prep_save(field.get_default(), connection) for field in defaulted)
     return sql, defaults
@@ -100,7 +121,8 @@ def _insert_statement() -> tuple[str, tuple[object, ...]]:
 def _insert(*, client: Service, items: Sequence[BatchItem], keys: list[str], key_type: str,
             ) -> dict[str, tuple[int, str]]:
     """Insert every item in one round trip: {idempotency key: (id, status)} of the new rows."""
-    sql, defaults = _insert_statement()
+    broadcast = any(item.stream == Stream.BROADCAST for item in items)
+    sql, defaults = _insert_statement(broadcast)
     columns: list[list[object]] = [
         [item.recipient for item in items],
         [json.dumps(item.context) for item in items],
@@ -109,10 +131,13 @@ def _insert(*, client: Service, items: Sequence[BatchItem], keys: list[str], key
         keys,
         [item.scheduled_for for item in items],
         [item.cancel_key for item in items],
+        [str(item.stream) for item in items],
+        [item.topic.pk if item.topic else None for item in items],
         [Status.SCHEDULED if item.scheduled_for else Status.QUEUED for item in items],
     ]
-    # In the statement's order: the batch's constants, the defaults, the sandbox flag, the arrays.
-    params = [client.pk, timezone.now(), key_type, *defaults, key_type == KeyType.TEST, *columns]
+    # In the statement's order: the batch's constants, the defaults, its scope, the arrays.
+    scope = [key_type == KeyType.TEST, *([client.pk] if broadcast else [])]
+    params = [client.pk, timezone.now(), key_type, *defaults, *scope, *columns]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return {key: (message_id, status) for message_id, status, key in cursor.fetchall()}
@@ -132,14 +157,16 @@ def _replays(*, items: Sequence[BatchItem], keys: list[str], key_type: str,
                 .filter(idempotency_key__in=set(waiting.values()))
                 .select_related("template_version")
                 .only("id", "status", "idempotency_key", "recipient", "context", "priority",
-                      "scheduled_for", "cancel_key", "key_type", "template_version__template_id")}
+                      "scheduled_for", "cancel_key", "key_type", "stream", "topic_id",
+                      "template_version__template_id")}
     outcomes: dict[int, BatchOutcome] = {}
     for index, key in waiting.items():
         item, row = items[index], existing.get(key)
         same = row is not None and message_fingerprint(row) == replay_fingerprint(
             recipient=item.recipient, template_id=item.template_version.template_id,
             context=item.context, priority=item.priority, scheduled_for=item.scheduled_for,
-            cancel_key=item.cancel_key, key_type=key_type)
+            cancel_key=item.cancel_key, key_type=key_type, stream=item.stream,
+            topic_id=item.topic.pk if item.topic else None)
         # A row gone between the INSERT and this SELECT (purged) cannot be replayed: a conflict.
         outcomes[index] = (BatchAccepted(row.id, row.status, row.scheduled_for, replayed=True)
                            if same else BatchKeyReused())

@@ -30,7 +30,7 @@ from core.api.schema import ErrorDetailSerializer
 from core.priorities import Priority
 from delivery.models import EmailMessage
 from transactional.batch import BatchAccepted, BatchItem, BatchOutcome, messages_create_batch
-from transactional.inputs import MessageInputSerializer, TemplateLookup
+from transactional.inputs import MessageInputSerializer, TemplateLookup, TopicLookup
 
 FIELD = "messages"
 
@@ -74,7 +74,8 @@ def _item_error(index: int, detail: Any, code: str = "invalid") -> dict:
 def _validated(messages: list[Any], caller: Caller) -> tuple[dict[int, dict], dict[int, dict]]:
     """(valid items' data, refused items' errors), each by item index. One serializer instance
     for every item, as DRF's ListSerializer does, and one template lookup per reference."""
-    item = MessageInputSerializer(context={"client_id": caller.pk, "templates": TemplateLookup(caller.pk)})
+    item = MessageInputSerializer(context={"client_id": caller.pk, "templates": TemplateLookup(caller.pk),
+                                           "topics": TopicLookup(caller.pk)})
     valid: dict[int, dict] = {}
     refused: dict[int, dict] = {}
     for index, raw in enumerate(messages):
@@ -94,7 +95,8 @@ def _batch_item(data: dict) -> BatchItem:
     return BatchItem(recipient=data["to"], template_version=data["template"], context=data["context"],
                      priority=Priority.from_label(data["priority"]),
                      idempotency_key=data.get("idempotency_key"),
-                     scheduled_for=data["schedule"].due_at, cancel_key=data["schedule"].cancel_key)
+                     scheduled_for=data["schedule"].due_at, cancel_key=data["schedule"].cancel_key,
+                     stream=data["stream"], topic=data["topic"])
 
 
 def _accepted_body(outcome: BatchAccepted) -> dict:

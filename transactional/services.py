@@ -8,6 +8,9 @@ never look for a row that is not there yet.
 The insert is one statement (decision 52): `INSERT .. ON CONFLICT (idempotency_key) DO NOTHING
 RETURNING`, with the suppression check inside it (a CASE on EXISTS), so a request without a key
 costs one round trip and no lookup, and a request whose key exists costs one more (the replay).
+A message is of the transactional stream (stopped only by an all-streams suppression: that
+statement is unchanged) or the broadcast stream (issue 28): its statement also asks, once, in
+a one-row CTE, whether the recipient left the service's broadcast stream or the message's topic.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 from rest_framework import exceptions, status
 
-from audience.selectors import email_is_suppressed_sql
+from audience.models import Stream, Topic
+from audience.selectors import broadcast_withheld_sql, email_is_suppressed_sql
 from clients.key_types import KeyType
 from clients.models import Service
 from core.priorities import Priority
@@ -74,12 +78,14 @@ class IdempotencyKeyReusedError(exceptions.APIException):
 
 
 def replay_fingerprint(*, recipient: str, template_id: int, context: dict, priority: int,
-                       scheduled_for: datetime | None, cancel_key: str, key_type: str) -> tuple:
+                       scheduled_for: datetime | None, cancel_key: str, key_type: str,
+                       stream: str, topic_id: int | None) -> tuple:
     """What a retry under the same idempotency key must repeat to be answered with the first
     message; `scheduled_for` itself moves with the clock for a delayed send, so only whether
-    there is one."""
+    there is one. The stream and topic too: a newsletter retried as an OTP (or for another
+    topic) is another message, which the first one's consent answer does not cover."""
     return (recipient, template_id, context, int(priority), scheduled_for is not None,
-            cancel_key, key_type)
+            cancel_key, key_type, str(stream), topic_id)
 
 
 def message_fingerprint(message: EmailMessage) -> tuple:
@@ -87,7 +93,8 @@ def message_fingerprint(message: EmailMessage) -> tuple:
     return replay_fingerprint(
         recipient=message.recipient, template_id=message.template_version.template_id,
         context=message.context, priority=message.priority, scheduled_for=message.scheduled_for,
-        cancel_key=message.cancel_key, key_type=message.key_type)
+        cancel_key=message.cancel_key, key_type=message.key_type, stream=message.stream,
+        topic_id=message.topic_id)
 
 
 def _replay(key: str, fingerprint: tuple) -> MessageCreated:
@@ -100,39 +107,60 @@ def _replay(key: str, fingerprint: tuple) -> MessageCreated:
 
 # The columns a create sets; every other NOT NULL column takes its model default.
 _GIVEN = ("client", "recipient", "context", "template_version", "priority", "idempotency_key",
-          "scheduled_for", "cancel_key", "created_at", "key_type")
+          "scheduled_for", "cancel_key", "created_at", "key_type", "stream", "topic")
+# The broadcast statement's one-row CTE: the send's address, scope, service and topic, named
+# once however often the consent check reads them.
+_BROADCAST_CTE = (
+    "WITH send AS (SELECT %s::varchar AS email, %s::boolean AS sandbox, %s::varchar AS service, "
+    "%s::bigint AS topic), withheld AS (SELECT "
+    f"({email_is_suppressed_sql('send.email', 'send.sandbox')} OR "
+    f"{broadcast_withheld_sql('send.email', 'send.sandbox', 'send.service', 'send.topic')}) AS yes "
+    "FROM send) "
+)
 
 
 @cache
-def _insert_statement() -> tuple[str, tuple[object, ...]]:
-    """The INSERT (built once from the model) and the constant defaults it ends with."""
+def _insert_statement(stream: str) -> tuple[str, tuple[object, ...]]:
+    """The INSERT of a message of `stream` (built once from the model) and the constant defaults
+    it ends with. A transactional one asks the all-streams suppressions only, as it always has
+    (two parameters per look: the address, and whether it is a test key's send); a broadcast one
+    also whether the recipient left the service's broadcast stream or the topic, decided once
+    in its CTE (four parameters, before the row's)."""
     meta = EmailMessage._meta
     defaulted = [field for field in meta.concrete_fields if not field.primary_key and not field.null
                  and field.name not in {*_GIVEN, "status", "error"}]
     columns = [meta.get_field(name).column for name in _GIVEN]
     columns += ["status", "error", *(field.column for field in defaulted)]
-    # Two parameters: the address, and whether this is a test key's send (its own scope).
-    suppressed = email_is_suppressed_sql("%s", "%s")
+    broadcast = stream == Stream.BROADCAST
+    suppressed = "(SELECT yes FROM withheld)" if broadcast else email_is_suppressed_sql("%s", "%s")
     placeholders = ["%s"] * len(_GIVEN)
     placeholders[_GIVEN.index("context")] = "%s::jsonb"
     placeholders += [f"CASE WHEN {suppressed} THEN %s ELSE %s END",
                      f"CASE WHEN {suppressed} THEN %s ELSE '' END", *(["%s"] * len(defaulted))]
-    sql = (f"INSERT INTO {meta.db_table} ({', '.join(columns)}) VALUES ({', '.join(placeholders)}) "
+    sql = (f"{_BROADCAST_CTE if broadcast else ''}"
+           f"INSERT INTO {meta.db_table} ({', '.join(columns)}) VALUES ({', '.join(placeholders)}) "
            "ON CONFLICT (idempotency_key) DO NOTHING RETURNING id, status, error")
     defaults = tuple(field.get_db_prep_save(field.get_default(), connection) for field in defaulted)
     return sql, defaults
 
 
 def _insert(message: EmailMessage) -> bool:
-    """Insert `message` (SUPPRESSED instead of its status when the recipient is suppressed);
-    False when its idempotency key already exists. Sets its id, status and error."""
-    sql, defaults = _insert_statement()
+    """Insert `message` (SUPPRESSED instead of its status when the recipient is suppressed, or
+    for broadcast mail left the stream or topic); False when its idempotency key already exists.
+    Sets its id, status and error."""
+    sql, defaults = _insert_statement(message.stream)
     email = message.recipient.lower()
+    is_test = message.key_type == KeyType.TEST
     params = [message.client_id, message.recipient, json.dumps(message.context),
               message.template_version_id, int(message.priority), message.idempotency_key,
-              message.scheduled_for, message.cancel_key, message.created_at, message.key_type]
-    is_test = message.key_type == KeyType.TEST
-    params += [email, is_test, Status.SUPPRESSED, message.status, email, is_test, "suppressed", *defaults]
+              message.scheduled_for, message.cancel_key, message.created_at, message.key_type,
+              message.stream, message.topic_id]
+    if message.stream == Stream.BROADCAST:
+        params = [email, is_test, message.client_id, message.topic_id, *params]
+        look: list[object] = []
+    else:
+        look = [email, is_test]
+    params += [*look, Status.SUPPRESSED, message.status, *look, "suppressed", *defaults]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
@@ -154,22 +182,28 @@ def message_create(
     scheduled_for: datetime | None = None,
     cancel_key: str = "",
     key_type: str = KeyType.LIVE,
+    stream: str = Stream.TRANSACTIONAL,
+    topic: Topic | None = None,
 ) -> MessageCreated:
     """Record one message; publish it now, or (scheduled_for) leave it SCHEDULED in the due set.
     `key_type`: the caller's key's (a test key's message is settled by the sandbox, issue 27);
-    a replay under another key type is a 409, never the other type's message."""
+    a replay under another key type is a 409, never the other type's message. `stream` and
+    `topic` (broadcast only; the caller's own, audience.topics.topic_for_send): what may stop
+    it, at accept and again at send (decision 106)."""
+    if topic is not None and stream != Stream.BROADCAST:
+        raise ValueError("only broadcast mail has a topic")
     key = client_idempotency_key(client, idempotency_key)
     message = EmailMessage(
         client=client, recipient=recipient, template_version=template_version, context=context,
         priority=priority, idempotency_key=key, cancel_key=cancel_key, scheduled_for=scheduled_for,
         status=Status.SCHEDULED if scheduled_for is not None else Status.QUEUED,
-        created_at=timezone.now(), key_type=key_type,
+        created_at=timezone.now(), key_type=key_type, stream=stream, topic=topic,
     )
     if not _insert(message):
         return _replay(key, replay_fingerprint(
             recipient=recipient, template_id=template_version.template_id, context=context,
             priority=priority, scheduled_for=scheduled_for, cancel_key=cancel_key,
-            key_type=key_type))
+            key_type=key_type, stream=stream, topic_id=topic.pk if topic else None))
     # Outside a transaction these run at once (the row is committed); inside one, after it commits.
     if message.status == Status.SCHEDULED:
         transaction.on_commit(lambda: _schedule_after_commit(message.id, scheduled_for))

@@ -7,9 +7,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.cache import cache
-from django.db.models import Count
+from django.db.models import Count, F
 from django.db.models.functions import TruncHour, TruncMinute
 
+from audience.models import ConsentChange
 from campaigns.models import Campaign
 from campaigns.selectors import campaign_counters, campaign_progress
 from clients.key_types import KeyType
@@ -82,6 +83,18 @@ def campaign_series(*, campaign: Campaign, interval: str, since: datetime | None
     return [{"t": at.isoformat(), **values} for at, values in sorted(buckets.items())]
 
 
+def campaign_unsubscribes_by_topic(*, campaign: Campaign) -> list[dict[str, Any]]:
+    """How many recipients this campaign's mail made leave each topic (`topic` None: the whole
+    broadcast stream), by its one-click link or an ESP's unsubscribe event: one GROUP BY over
+    the history's (campaign_id, topic) index. Exact however often a link is clicked: the history
+    records only changes (audience.services.consent), so a repeat counts nothing."""
+    rows = (ConsentChange.objects.filter(campaign_id=campaign.pk, subscribed=False)
+            .values_list("topic_id", "topic__name").annotate(n=Count("id"))
+            .order_by(F("topic_id").asc(nulls_first=True)))
+    return [{"topic": {"id": topic_id, "name": name} if topic_id is not None else None, "unsubscribed": n}
+            for topic_id, name, n in rows]
+
+
 def campaign_stats(*, campaign: Campaign, interval: str = "minute", since: datetime | None = None) -> dict:
     counts = campaign_counts(campaign=campaign)
     return {
@@ -89,6 +102,7 @@ def campaign_stats(*, campaign: Campaign, interval: str = "minute", since: datet
         "counts": counts,
         "rates": campaign_rates(counts),
         "providers": campaign_providers(campaign=campaign),
+        "unsubscribes_by_topic": campaign_unsubscribes_by_topic(campaign=campaign),
         "series": {"interval": interval, "points": campaign_series(campaign=campaign, interval=interval,
                                                                    since=since)},
     }

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from audience.models import ConsentChange, Contact, Suppression, Topic, TopicSubscription
@@ -85,11 +86,13 @@ def broadcast_unsubscribe(
                  (detail or source)[:100], subject.service_id, at],
             )
             added = cursor.fetchone() is not None
-        Contact.objects.filter(client_id=subject.service_id, email=subject.email, subscribed=True).update(
-            subscribed=False, updated_at=at)
-        if added and not sandbox:
+        # A contact imported with `subscribed: false` has no suppression yet: the flag's change
+        # is a change of state too, and is recorded like the suppression's.
+        flagged = _contacts(subject).filter(subscribed=True).update(subscribed=False, updated_at=at)
+        changed = added or bool(flagged)
+        if changed and not sandbox:
             _record(subject, None, False, source, campaign_id, at)
-        return added
+        return changed
 
 
 def broadcast_resubscribe(*, subject: ConsentSubject, source: str, at: datetime | None = None) -> bool:
@@ -102,17 +105,21 @@ def broadcast_resubscribe(*, subject: ConsentSubject, source: str, at: datetime 
         removed, _ = Suppression.objects.filter(
             email=subject.email, client_id=subject.service_id, scope=Suppression.Scope.BROADCAST,
             sandbox=False).delete()
-        Contact.objects.filter(client_id=subject.service_id, email=subject.email, subscribed=False).update(
-            subscribed=True, updated_at=at)
-        if removed:
+        flagged = _contacts(subject).filter(subscribed=False).update(subscribed=True, updated_at=at)
+        changed = bool(removed) or bool(flagged)
+        if changed:
             _record(subject, None, True, source, None, at)
-        return bool(removed)
+        return changed
 
 
 def everywhere_suppression_reason(subject: ConsentSubject) -> str | None:
     """The reason of the address's all-streams suppression, if it has one."""
     return (Suppression.objects.filter(email=subject.email, sandbox=False, scope=Suppression.Scope.ALL)
             .values_list("reason", flat=True).first())
+
+
+def _contacts(subject: ConsentSubject) -> QuerySet[Contact]:
+    return Contact.objects.filter(client_id=subject.service_id, email=subject.email)
 
 
 def _refuse_if_suppressed_everywhere(subject: ConsentSubject) -> None:

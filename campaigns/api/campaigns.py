@@ -10,6 +10,8 @@ from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from audience.api import TooLarge
+from audience.models import Stream
+from audience.topic_fields import TopicSummarySerializer
 from audience.validation import AudienceTooLargeError
 from campaigns.models import Campaign
 from campaigns.selectors import campaign_counters
@@ -38,10 +40,12 @@ class CampaignOutputSerializer(serializers.ModelSerializer):
     label = serializers.CharField(source="external_id")
     priority = serializers.SerializerMethodField()
     template_id = serializers.IntegerField(source="template_version.template_id")
+    topic = TopicSummarySerializer(allow_null=True, read_only=True,
+                                   help_text="What the campaign is about; null: the whole broadcast stream.")
 
     class Meta:
         model = Campaign
-        fields = ["campaign_id", "label", "name", "status", "priority", "template_id", "metadata",
+        fields = ["campaign_id", "label", "name", "status", "priority", "template_id", "topic", "metadata",
                   "created_at", "started_at", "completed_at"]
 
     def get_priority(self, campaign: Campaign) -> str:
@@ -107,7 +111,7 @@ TOO_MANY_INLINE = error_response(413, "More than 10,000 inline recipients.",
 
 
 def _own_campaign(request: Request, campaign_id: int) -> Campaign:
-    return owned_or_404(Campaign.objects.select_related("template_version"), request.user,
+    return owned_or_404(Campaign.objects.select_related("template_version", "topic"), request.user,
                         message="No such campaign.", pk=campaign_id)
 
 
@@ -167,7 +171,7 @@ class CampaignListApi(APIView):
         query = self.QuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         params = query.validated_data
-        queryset = on_callers_side(owned(Campaign.objects.select_related("template_version"),
+        queryset = on_callers_side(owned(Campaign.objects.select_related("template_version", "topic"),
                                          request.user), caller_key_type(request))
         if params.get("status"):
             queryset = queryset.filter(status=params["status"].upper())
@@ -233,7 +237,9 @@ class CampaignTestApi(APIView):
         OpenApiExample("Try it on yourself", request_only=True,
                        value={"emails": ["you@example.com"], "data": {"name": "Ada", "code": "123456"}})])
     def post(self, request: Request, campaign_id: int) -> Response:
-        """Send the campaign's template to the given addresses only (not counted in the campaign)."""
+        """Send the campaign's template to the given addresses only (not counted in the campaign),
+        as the campaign's mail: broadcast, of its topic (an address that left the topic or the
+        broadcast stream gets no test either)."""
         campaign = _own_campaign(request, campaign_id)
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -245,7 +251,7 @@ class CampaignTestApi(APIView):
             created = message_create(
                 client=request.user.service, recipient=email.lower(),
                 template_version=campaign.template_version, context=context, priority=Priority.HIGH,
-                key_type=caller_key_type(request),
+                key_type=caller_key_type(request), stream=Stream.BROADCAST, topic=campaign.topic,
             )
             ids.append(created.message.pk)
         return Response({"message_ids": ids}, status=status.HTTP_202_ACCEPTED)

@@ -15,6 +15,8 @@ from rest_framework.views import APIView
 
 from audience.models import Contact
 from clients.tenancy import owned_or_404
+from consent.links import PREFERENCES_VARIABLE
+from consent.tokens import preferences_url
 from templates.rendering import TemplateError, compile_version, render
 from templates.selectors import template_get_active, template_version_get
 
@@ -58,7 +60,9 @@ class TemplatePreviewApi(APIView):
                                message=f"No contact {reference!r}.", **lookup)
         compiled = compile_version(version.id, version.subject, version.html_body, version.text_body)
         try:
-            rendered = render(compiled, contact_context(contact))
+            # The contact's own preference link, as its broadcast mail would carry it.
+            link = preferences_url(service_id=contact.client_id, email=contact.email.lower())
+            rendered = render(compiled, {PREFERENCES_VARIABLE: link, **contact_context(contact)})
         except TemplateError as exc:
             raise serializers.ValidationError({"contact": [f"Template does not render: {exc}"]}) from exc
         return Response({"template_id": version.template_id, "version": version.version,

@@ -41,11 +41,15 @@ def campaign_launch_run(definition: dict, client_id: int | None, key_type: str) 
     return campaign_launch(definition=definition, client_id=client_id, key_type=key_type)
 
 
-def campaign_definition_validate(definition: dict, client_id: str | None) -> None:
+def campaign_definition_validate(definition: dict, client_id: str | None) -> dict:
     """A recurring schedule's definition is refused at creation if a run of this client could
-    not launch it (another client's template, list or segment included)."""
+    not launch it (another client's template, list, segment or topic included). Returns the
+    definition to store: a topic named by name is kept by id, so renaming the topic does not
+    stop the schedule's runs (archiving it does: a run then launches nothing)."""
     serializer = CampaignDefinitionSerializer(data=definition, context={"client_id": client_id})
     serializer.is_valid(raise_exception=True)
+    topic = serializer.validated_data.get("topic")
+    return definition if topic is None else {**definition, "topic": topic.pk}
 
 
 def campaign_launch(
@@ -101,6 +105,7 @@ def campaign_launch_detailed(
                 audience=data["recipients"],
                 schedule=data["schedule"],
                 key_type=key_type,
+                topic=data.get("topic"),
             )
             if scheduled:
                 _one_off_record(campaign)

@@ -31,7 +31,7 @@ from core.db_outage import hold_through_outage
 from core.priorities import POOLS, Priority
 from core.redis_client import get_redis, redis_key
 from delivery import signals
-from delivery.extensions import SendableMessage, message_headers
+from delivery.extensions import SendableMessage, message_headers, render_addition
 from delivery.models import DeliveryAttempt, EmailMessage
 from delivery.providers import provider_order
 from delivery.providers.base import Outcome, OutgoingEmail, SendResult
@@ -302,7 +302,11 @@ def outgoing_email(message: SendableMessage, version: TemplateVersion) -> Outgoi
     signals.message_rendering.send(
         sender=__name__, message_id=message.id, recipient=message.recipient, priority=message.priority
     )
-    rendered = render_for_send(version, message.context)
+    addition = render_addition(message, version)
+    if addition is None:
+        rendered = render_for_send(version, message.context)
+    else:
+        rendered = render_for_send(version, {**message.context, **addition.context}, addition.footer)
     return OutgoingEmail(
         message_id=message.id,
         recipient=message.recipient,

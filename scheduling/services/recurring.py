@@ -46,12 +46,13 @@ def schedule_create_recurring(
     key_type: str = KeyType.LIVE,
 ) -> Schedule:
     """Validate (TimingError on `cron` / `timezone`; ValidationError on `definition`, by the
-    rules its runs will launch with), then store the schedule and its beat task. `key_type`:
+    rules its runs will launch with), then store the schedule (with the definition as the
+    validator returns it) and its beat task. `key_type`:
     the creator's key's; every run launches its campaign with it."""
     cron = timing.cron_validate(cron)
     timing.zone(timezone)
     try:
-        extensions.validate_definition(definition, client.pk if client else None)
+        definition = extensions.validate_definition(definition, client.pk if client else None)
     except ValidationError as exc:
         raise ValidationError({"definition": exc.detail}) from exc
     with transaction.atomic():

@@ -23,18 +23,10 @@ from testkit import processes
 from testkit.waiting import wait_for
 from tests import factories
 from tests.campaigns.helpers import contacts_create
-from tests.scheduling.support import clear_schedule_keys
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.usefixtures("clean_due_set")]
 MS = EmailMessage.Status
 CS = Campaign.Status
-
-
-@pytest.fixture(autouse=True)
-def clean_due_set():
-    clear_schedule_keys()
-    yield
-    clear_schedule_keys()
 
 
 @pytest.fixture

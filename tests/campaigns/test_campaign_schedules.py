@@ -28,20 +28,12 @@ from scheduling.services import due
 from scheduling.services.dispatcher import due_batch_dispatch
 from scheduling.tasks import run_recurring
 from tests import factories
-from tests.scheduling.support import clear_schedule_keys
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_due_set")]
 MS = EmailMessage.Status
 CS = Campaign.Status
 ZONES = {"ny": "America/New_York", "berlin": "Europe/Berlin", "ktm": "Asia/Kathmandu",
          "adelaide": "Australia/Adelaide", "tokyo": "Asia/Tokyo", "none": ""}
-
-
-@pytest.fixture(autouse=True)
-def clean_due_set():
-    clear_schedule_keys()
-    yield
-    clear_schedule_keys()
 
 
 @pytest.fixture

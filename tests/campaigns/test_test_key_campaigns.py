@@ -18,17 +18,9 @@ from delivery.models import EmailMessage
 from scheduling.models import Schedule
 from scheduling.tasks import run_recurring
 from tests import factories
-from tests.scheduling.support import clear_schedule_keys
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_due_set")]
 INLINE = [{"email": "live-gone@y.io"}, {"email": "test-gone@y.io"}, {"email": "both-fine@y.io"}]
-
-
-@pytest.fixture(autouse=True)
-def clean_due_set():
-    clear_schedule_keys()
-    yield
-    clear_schedule_keys()
 
 
 def _definition(**schedule) -> dict:

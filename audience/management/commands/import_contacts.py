@@ -3,6 +3,8 @@
 Resumable: run it again after an interruption and it continues after the last committed batch
 (progress is kept per client and file, keyed by path, size and modification time). The contacts
 (and the list) belong to the service `--service` names (decision 50; `--client` is its old name).
+A `topic:<name>` column holds each row's choice for that topic of the service: yes or no (empty:
+unchanged), applied with source import (issue 28; docs/api.md "Consent").
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from core.ops import command_stderr, progress
 
 
 class Command(BaseCommand):
-    help = "Import contacts from a CSV file (email column required; other columns become attributes)."
+    help = ("Import contacts from a CSV file (email column required; `topic:<name>` columns are topic "
+            "choices, yes/no; other columns become attributes).")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("file")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from django.db import connection
 from django.utils import timezone
 
-from audience.models import Contact
+from audience.models import Contact, Stream
 from audience.selectors import contact_merge_data_sql, message_withheld_sql
 from clients.key_types import KeyType
 from delivery.extensions import claim_guard_sql
@@ -43,6 +43,10 @@ class ClaimedMessage:
     locale: str
     contact_gone: bool = False
     key_type: str = KeyType.LIVE  # a test key's row is settled by the sandbox (issue 27)
+    # Its service, stream and topic (issue 28): what its one-click and preference links name.
+    client_id: str | None = None
+    stream: str = Stream.TRANSACTIONAL
+    topic_id: int | None = None
 
 
 CONTACT_TABLE = Contact._meta.db_table
@@ -65,7 +69,8 @@ def send_rows_sql(source: str, *, suppressed: str, where: str = "") -> str:
     return (
         f"SELECT {TABLE}.id, {TABLE}.attempts, {TABLE}.priority, {TABLE}.recipient, {context}, "
         f"{TABLE}.template_version_id, {TABLE}.campaign_id, {TABLE}.contact_id, {suppressed}, "
-        f"COALESCE(c.locale, ''), {CONTACT_GONE}, {TABLE}.key_type "
+        f"COALESCE(c.locale, ''), {CONTACT_GONE}, {TABLE}.key_type, "
+        f"{TABLE}.client_id, {TABLE}.stream, {TABLE}.topic_id "
         f"FROM {source} AS {TABLE} LEFT JOIN {CONTACT_TABLE} c ON c.id = {TABLE}.contact_id {where}"
     )
 
@@ -73,7 +78,7 @@ def send_rows_sql(source: str, *, suppressed: str, where: str = "") -> str:
 def claimed_message(row: Sequence) -> ClaimedMessage:
     context = json.loads(row[4]) if isinstance(row[4], str) else row[4]
     return ClaimedMessage(row[0], row[1], row[2], row[3], context or {}, row[5], row[6], row[7],
-                          bool(row[8]), row[9] or "", bool(row[10]), row[11])
+                          bool(row[8]), row[9] or "", bool(row[10]), row[11], row[12], row[13], row[14])
 
 
 def messages_queued_read_for_send(*, message_ids: Sequence[int]) -> list[ClaimedMessage]:

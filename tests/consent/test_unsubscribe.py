@@ -1,13 +1,16 @@
-"""RFC 8058 one-click unsubscribe: signed headers on campaign mail; GET changes nothing; POST does."""
+"""RFC 8058 one-click unsubscribe: signed headers on campaign mail (and any broadcast mail);
+GET changes nothing; POST does. Links sent before the move to consent/ keep working."""
 
 from __future__ import annotations
 
 import pytest
+from django.core import signing
 from django.test import Client
+from django.urls import reverse
 
 from audience.models import Contact, Suppression
 from campaigns.models import Campaign
-from campaigns.services.unsubscribe import unsubscribe_token
+from consent.tokens import unsubscribe_token, unsubscribe_token_read, unsubscribe_url
 from delivery.extensions import message_headers
 from delivery.models import EmailMessage
 from tests import factories
@@ -80,16 +83,11 @@ def test_unsubscribe_leaves_a_bounce_as_it_is_and_adds_the_broadcast_scope(messa
 def test_prepared_signing_gives_the_signers_token_and_reverses_url(contact_id, campaign_id, settings):
     """The per-process HMAC and URL prefix (decision 57) produce exactly what Signer.sign and
     reverse() did, so links already sent keep working and new ones read back."""
-    from django.core import signing
-    from django.urls import reverse
-
-    from campaigns.services.unsubscribe import unsubscribe_token_read, unsubscribe_url
-
     token = unsubscribe_token(contact_id=contact_id, campaign_id=campaign_id)
     signer = signing.Signer(salt="notifier.campaigns.unsubscribe")
     assert token == signer.sign(f"{contact_id}.{campaign_id}")
     target = unsubscribe_token_read(token)
     assert (target.contact_id, target.campaign_id) == (contact_id, campaign_id)
     settings.NOTIFIER_PUBLIC_URL = "https://mail.example.org/base/"
-    assert unsubscribe_url(contact_id=contact_id, campaign_id=campaign_id) == (
-        "https://mail.example.org/base" + reverse("unsubscribe", args=[token]))
+    assert unsubscribe_url(token) == "https://mail.example.org/base" + reverse("unsubscribe", args=[token])
+    assert reverse("unsubscribe", args=[token]) == f"/u/{token}/"  # the path every sent link has
