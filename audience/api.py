@@ -21,6 +21,7 @@ from audience.services.contacts import (
     suppression_delete,
 )
 from clients.tenancy import client_is_admin, owned, owned_or_404
+from core.api.errors import Conflict
 from core.api.schema import error_response
 
 PAGE_SIZE = 100
@@ -226,11 +227,6 @@ UNSUBSCRIBE_EXAMPLE = {"email": "ada@example.com", "scope": "broadcast"}
 SCOPE_HELP = ("all (default): stop every message to the address, transactional too (a legal request); "
               "broadcast: the address leaves this service's broadcast stream (an unsubscribe: "
               "campaigns and broadcast sends skip it, an OTP still reaches it).")
-
-
-class Conflict(exceptions.APIException):
-    status_code = status.HTTP_409_CONFLICT
-    default_code = "conflict"
 
 
 class ScopeQuerySerializer(serializers.Serializer):

@@ -35,16 +35,12 @@ from audience.topics import (
 from audience.validation import MAX_TOPIC_CHOICES
 from clients.idempotency import idempotent
 from clients.tenancy import owned, owned_or_404
+from core.api.errors import Conflict
 from core.api.fields import SafeLineField, StrictInputMixin
 from core.api.schema import error_response
 
 PAGE_SIZE = 100
 NAME_TAKEN = "The service has a topic of this name (archived ones included)."
-
-
-class Conflict(exceptions.APIException):
-    status_code = status.HTTP_409_CONFLICT
-    default_code = "conflict"
 
 
 # --- topics -----------------------------------------------------------------------------------

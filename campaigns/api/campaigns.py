@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
-from rest_framework import exceptions, serializers, status
+from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
@@ -22,17 +22,13 @@ from clients.key_types import caller_key_type, on_callers_side
 from clients.send_guards import MaySend
 from clients.team import team_key_audience_check, team_list_check
 from clients.tenancy import owned, owned_or_404
+from core.api.errors import Conflict
 from core.api.schema import error_response
 from core.priorities import Priority
 from transactional.services import message_create
 
 PAGE_SIZE = 100
 MAX_TEST_ADDRESSES = 10
-
-
-class Conflict(exceptions.APIException):
-    status_code = status.HTTP_409_CONFLICT
-    default_code = "conflict"
 
 
 class CampaignOutputSerializer(serializers.ModelSerializer):

@@ -35,6 +35,14 @@ _CODES = {
 }
 
 
+class Conflict(exceptions.APIException):
+    """409: the request is well formed but the object's state refuses it (an illegal campaign
+    transition, an archived topic, re-subscribing a bounced address); the message says why."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conflict"
+
+
 def _flatten(detail: Any) -> list[str]:
     if isinstance(detail, dict):
         return [f"{key}: {msg}" for key, value in detail.items() for msg in _flatten(value)]
