@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from audience.models import Contact, Suppression, Topic, TopicSubscription
+from audience.models import Contact
 from audience.services.consent import ConsentSubject, everywhere_suppression_reason
+from audience.topics import TopicState, broadcast_suppressed, topic_states
 
 # The page's and the footer's languages: English (the source strings) and every translation
 # shipped in consent/locale/.
@@ -16,30 +17,20 @@ LOCALE_DIR = Path(__file__).resolve().parent / "locale"
 
 
 @dataclass(frozen=True)
-class TopicChoice:
-    topic: Topic
-    subscribed: bool
-
-
-@dataclass(frozen=True)
 class Preferences:
     """A recipient's standing with one service: each live topic and their state in it (their
     choice, else the topic's default), whether they left the whole broadcast stream, and the
     reason of an all-streams suppression (then no mail reaches them at all)."""
 
-    topics: list[TopicChoice]
+    topics: list[TopicState]
     left_broadcast: bool
     blocked_reason: str | None
 
 
 def preferences_read(subject: ConsentSubject) -> Preferences:
-    topics = list(Topic.objects.filter(client_id=subject.service_id, archived_at__isnull=True)
-                  .order_by("name", "id"))
-    chosen = dict(TopicSubscription.objects.filter(topic__in=[t.pk for t in topics], email=subject.email)
-                  .values_list("topic_id", "subscribed"))
-    left = Suppression.objects.filter(email=subject.email, client_id=subject.service_id, sandbox=False,
-                                      scope=Suppression.Scope.BROADCAST).exists()
-    return Preferences([TopicChoice(t, chosen.get(t.pk, t.default_subscribed)) for t in topics], left,
+    """What the page shows: the same reads as the service's preferences API (audience.topics)."""
+    return Preferences(topic_states(service_id=subject.service_id, email=subject.email),
+                       broadcast_suppressed(service_id=subject.service_id, email=subject.email),
                        everywhere_suppression_reason(subject))
 
 

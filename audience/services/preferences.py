@@ -28,11 +28,11 @@ def preferences_set(
     is changed, when one of them subscribes an address suppressed for every stream."""
     changed = 0
     with transaction.atomic():
+        for topic, subscribed in sorted((topics or {}).items(), key=lambda item: item[0].pk):
+            changed += topic_subscription_set(subject=subject, topic=topic, subscribed=subscribed,
+                                              source=source)
         if broadcast is True:
             changed += broadcast_resubscribe(subject=subject, source=source)
         elif broadcast is False:
             changed += broadcast_unsubscribe(subject=subject, source=source)
-        for topic, subscribed in sorted((topics or {}).items(), key=lambda item: item[0].pk):
-            changed += topic_subscription_set(subject=subject, topic=topic, subscribed=subscribed,
-                                              source=source)
     return changed

@@ -1,17 +1,11 @@
-"""The preference page's Save: the recipient's choices applied through the consent services."""
+"""The preference page's Save: what the recipient changed, applied as the API's PUT applies a
+service's choices (audience.services.preferences)."""
 
 from __future__ import annotations
 
-from django.db import transaction
-
 from audience.models import ConsentChange
-from audience.services.consent import (
-    ConsentRefusedError,
-    ConsentSubject,
-    broadcast_resubscribe,
-    broadcast_unsubscribe,
-    topic_subscription_set,
-)
+from audience.services.consent import ConsentRefusedError, ConsentSubject
+from audience.services.preferences import preferences_set
 from consent.selectors import Preferences
 
 Source = ConsentChange.Source
@@ -30,14 +24,6 @@ def preferences_apply(
     joins = [topic for topic, want in changes if want]
     if shown.blocked_reason and (joins or (shown.left_broadcast and not leave_broadcast)):
         raise ConsentRefusedError(shown.blocked_reason)
-    changed = 0
-    with transaction.atomic():
-        for topic, want in changes:
-            changed += topic_subscription_set(subject=subject, topic=topic, subscribed=want,
-                                              source=Source.PREFERENCE_PAGE)
-        if leave_broadcast:
-            changed += broadcast_unsubscribe(subject=subject, source=Source.PREFERENCE_PAGE)
-        else:
-            changed += broadcast_resubscribe(subject=subject, source=Source.PREFERENCE_PAGE) \
-                if shown.left_broadcast else 0
-    return changed
+    broadcast = False if leave_broadcast else (True if shown.left_broadcast else None)
+    return preferences_set(subject=subject, source=Source.PREFERENCE_PAGE, topics=dict(changes),
+                           broadcast=broadcast)
