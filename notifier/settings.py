@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     # next to the view that renders them.
     "core",
     "clients",
+    "eventlog",  # the service's event log: status callbacks and GET /api/v1/events read it
     "templates",
     "audience",
     "campaigns",
