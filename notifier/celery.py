@@ -9,7 +9,7 @@ from celery.signals import task_postrun, task_prerun
 from kombu import Queue
 
 from core.broker_compat import harden_redis_channel, reuse_redis_publish_client
-from core.pool_shutdown import finish_running_tasks_on_sigterm
+from core.pool_shutdown import POOL_PATH
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifier.settings")
 
@@ -27,8 +27,9 @@ def _declare_queues() -> None:
 _declare_queues()
 harden_redis_channel()
 reuse_redis_publish_client()
-# A SIGTERM sent to a whole pool (honcho, systemd, a PaaS) no longer kills its children mid-send.
-finish_running_tasks_on_sigterm()
+# A SIGTERM sent to a whole pool (honcho, systemd, a PaaS) no longer kills its children mid-send:
+# `-P prefork` selects this subclass of Celery's prefork pool (core/pool_shutdown.py).
+app.conf.worker_pool = POOL_PATH
 
 # Celery's Django fixup closes every database connection before and after each task unless
 # CELERY_DB_REUSE_MAX is set, so each task paid a new PostgreSQL backend (a fork, auth, Django's
