@@ -49,6 +49,8 @@ class PoolConfig:
     requeue_after_seconds: int
     # CPU niceness of the pool's processes: on a shared host the kernel then hands a free core to
     # an OTP or the API before a campaign batch, while bulk pools still use every idle cycle.
+    # P3 sits level with P2, not below it: a digest due at 9am is late by the time its pool waits
+    # for a core, and its small pool caps what it can take from a campaign (decision 112).
     nice: int
 
 
@@ -56,7 +58,7 @@ POOLS: dict[Priority, PoolConfig] = {
     Priority.CRITICAL: PoolConfig("email-send-p0", 5, 20, 1, 1, 5, 10, 4, 5, 0),
     Priority.HIGH: PoolConfig("email-send-p1", 5, 30, 1, 10, 5, 60, 15, 30, 0),
     Priority.NORMAL: PoolConfig("email-send-p2", 10, 100, 4, 100, 8, 15 * 60, 60, 120, 10),
-    Priority.LOW: PoolConfig("email-send-p3", 2, 20, 4, 500, 8, 60 * 60, 120, 300, 15),
+    Priority.LOW: PoolConfig("email-send-p3", 2, 20, 4, 500, 8, 60 * 60, 120, 300, 10),
 }
 
 STATUS_QUEUE = "email-status"
