@@ -6,6 +6,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from analytics.metrics import metrics_cache_clear
 from callbacks.models import EndpointDelivery, WebhookEndpoint
 from callbacks.services.endpoints import endpoint_create
 from eventlog.models import RecordedEventTypes
@@ -36,6 +37,10 @@ def test_the_dashboard_shows_disabled_and_failing_endpoints(superuser_client):
     assert "dead.example.com" in page and "4 failures since" in page
     data = superuser_client.get("/dashboard/data.json").json()["callbacks"]
     assert [e["id"] for e in data["disabled"]] == [dead.pk] and data["failing_count"] == 1
+    metrics_cache_clear()
+    scrape = superuser_client.get("/metrics").content.decode()
+    assert 'notifier_callback_endpoints{state="disabled_failing"} 1.0' in scrape
+    assert 'notifier_callback_endpoints{state="failing"} 1.0' in scrape
 
 
 def test_the_admin_lists_endpoints_without_secrets_and_enables_them(superuser_client):
