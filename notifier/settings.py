@@ -456,7 +456,7 @@ NOTIFIER_OPTIMAL_FALLBACK_HOUR = env.int("NOTIFIER_OPTIMAL_FALLBACK_HOUR", defau
 NOTIFIER_CALLBACKS_ALLOW_LOOPBACK = env.bool("NOTIFIER_CALLBACKS_ALLOW_LOOPBACK", default=False)
 # An endpoint failing throughout this long is disabled (an operator alert is logged).
 NOTIFIER_CALLBACKS_RETRY_HOURS = env.float("NOTIFIER_CALLBACKS_RETRY_HOURS", default=24.0)
-# The first retry waits about this long, doubling per failure (jitter 0.5-1.5x), at most 30 min.
+# The first retry waits about this long, doubling per failure (jitter 0.5-1.5x), capped at 5 min.
 NOTIFIER_CALLBACKS_BACKOFF_SECONDS = env.float("NOTIFIER_CALLBACKS_BACKOFF_SECONDS", default=5.0)
 NOTIFIER_CALLBACKS_TIMEOUT_SECONDS = env.float("NOTIFIER_CALLBACKS_TIMEOUT_SECONDS", default=5.0)
 # One POST carries at most this many events and (past its first event) this many body bytes.

@@ -34,7 +34,9 @@ from eventlog.selectors import cursor_of, events_after
 
 logger = logging.getLogger(__name__)
 
-BACKOFF_CAP_SECONDS = 30 * 60
+# A recovered receiver waits at most this long for its next try (GOV.UK Notify: 5 minutes apart);
+# a day of failures is then ~300 POSTs per endpoint, one batch each.
+BACKOFF_CAP_SECONDS = 5 * 60
 BUDGET_SECONDS = 10.0  # one task's delivering time; it publishes itself again if more is left
 
 
