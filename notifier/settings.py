@@ -463,6 +463,8 @@ NOTIFIER_CALLBACKS_TIMEOUT_SECONDS = env.float("NOTIFIER_CALLBACKS_TIMEOUT_SECON
 NOTIFIER_CALLBACKS_BATCH_EVENTS = env.int("NOTIFIER_CALLBACKS_BATCH_EVENTS", default=100)
 NOTIFIER_CALLBACKS_BATCH_BYTES = env.int("NOTIFIER_CALLBACKS_BATCH_BYTES", default=256 * 1024)
 # After a rotation the previous secret keeps signing (a second signature) for this long.
+# The delivery log (GET /api/v1/webhooks/{id}/deliveries) keeps this many days.
+NOTIFIER_CALLBACKS_LOG_DAYS = env.float("NOTIFIER_CALLBACKS_LOG_DAYS", default=7.0)
 NOTIFIER_CALLBACKS_SECRET_OVERLAP_HOURS = env.float("NOTIFIER_CALLBACKS_SECRET_OVERLAP_HOURS", default=24.0)
 
 # Campaign schedules (campaigns x scheduling): a campaign fan-out with no progress for this long

@@ -11,9 +11,13 @@ published again when the hold runs out.
 from __future__ import annotations
 
 import logging
+import time
+from datetime import timedelta
 
 from celery import current_app
+from django.conf import settings
 from django.db import connection
+from django.utils import timezone
 
 from core.priorities import CALLBACKS_QUEUE
 
@@ -47,8 +51,32 @@ def deliver_publish(endpoint_id: int) -> None:
     current_app.send_task(DELIVER_TASK, args=(endpoint_id,), queue=CALLBACKS_QUEUE)
 
 
+EXPIRY_EVERY_SECONDS = 60.0
+EXPIRY_BATCH = 5000
+_next_expiry = [0.0]
+
+# Oldest first by id (ids grow with time): the scan stops after the batch, so no index on
+# created_at is needed and a sweep never deletes more than one batch.
+_EXPIRE = """
+DELETE FROM callbacks_endpointdelivery WHERE id IN (
+  SELECT id FROM callbacks_endpointdelivery WHERE created_at < %s ORDER BY id LIMIT %s)
+"""
+
+
+def deliveries_expire() -> int:
+    """Forget delivery-log rows older than NOTIFIER_CALLBACKS_LOG_DAYS, one bounded batch."""
+    cutoff = timezone.now() - timedelta(days=settings.NOTIFIER_CALLBACKS_LOG_DAYS)
+    with connection.cursor() as cur:
+        cur.execute(_EXPIRE, [cutoff, EXPIRY_BATCH])
+        return cur.rowcount
+
+
 def callbacks_dispatch_sweep() -> int:
-    """Publish a delivery for every endpoint with events waiting; returns how many."""
+    """Publish a delivery for every endpoint with events waiting; returns how many. Once a
+    minute, also expire a batch of the delivery log."""
+    if time.monotonic() >= _next_expiry[0]:
+        _next_expiry[0] = time.monotonic() + EXPIRY_EVERY_SECONDS
+        deliveries_expire()
     due = endpoints_due_claim()
     for endpoint_id in due:
         deliver_publish(endpoint_id)

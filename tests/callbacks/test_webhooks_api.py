@@ -3,10 +3,14 @@ event log's recorded types kept to the union of the service's endpoints (decisio
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from callbacks.models import EndpointDelivery, WebhookEndpoint
+from callbacks.services.dispatch import deliveries_expire
 from clients.services import service_create
 from eventlog.models import RecordedEventTypes
 from tests import factories
@@ -134,3 +138,13 @@ def test_replay_needs_one_starting_point_and_an_enabled_endpoint(api):
     assert api.post(path, {"since": "2026-01-01T00:00:00Z"}, format="json").status_code == 200
     api.patch(f"/api/v1/webhooks/{created['id']}", {"enabled": False}, format="json")
     assert api.post(path, {"since": "2026-01-01T00:00:00Z"}, format="json").status_code == 409
+
+
+def test_the_delivery_log_forgets_rows_past_its_retention(api, settings):
+    created = _create(api)
+    old, new = (EndpointDelivery.objects.create(endpoint_id=created["id"], attempt=1, event_ids=[n],
+                                                status_code=200, latency_ms=1) for n in (1, 2))
+    EndpointDelivery.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=8))
+    settings.NOTIFIER_CALLBACKS_LOG_DAYS = 7
+    assert deliveries_expire() == 1
+    assert list(EndpointDelivery.objects.values_list("pk", flat=True)) == [new.pk]
