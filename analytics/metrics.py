@@ -13,6 +13,8 @@ seconds per process so several scrapers cannot multiply the load.
     notifier_webhook_events_total{provider,type}     stored (deduplicated) webhook events
     notifier_provider_fault{provider}                1 while a provider answers every message
                                                      with the same permanent error (alert on it)
+    notifier_callback_endpoints{state}               status callback endpoints: enabled, failing
+                                                     (retrying now), disabled_failing (alert on it)
 
 Access (docs/decisions.md 47): with NOTIFIER_METRICS_TOKEN set, only `Authorization: Bearer
 <token>` is answered, anything else is a 401; unset, only loopback peers are (`make run`, a
@@ -35,6 +37,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from analytics.selectors.queues import priority_queues
+from callbacks.selectors import callbacks_summary
 from core.priorities import Priority
 from delivery.models import DeliveryAttempt, EmailMessage
 from delivery.providers import provider_order
@@ -111,6 +114,16 @@ def _fault_family() -> GaugeMetricFamily:
     return family
 
 
+def _callbacks_family() -> GaugeMetricFamily:
+    summary = callbacks_summary()
+    family = GaugeMetricFamily("notifier_callback_endpoints", "Status callback endpoints by state",
+                               labels=["state"])
+    family.add_metric(["enabled"], float(summary["endpoints"] - summary["disabled_count"]))
+    family.add_metric(["failing"], float(summary["failing_count"]))
+    family.add_metric(["disabled_failing"], float(summary["disabled_count"]))
+    return family
+
+
 class NotifierCollector:
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -120,7 +133,7 @@ class NotifierCollector:
         with self._lock:
             if self._cached is None or time.monotonic() - self._cached[0] > CACHE_SECONDS:
                 families = [*_queue_families(), _provider_family(), _latency_histograms(), _webhook_family(),
-                            _fault_family()]
+                            _fault_family(), _callbacks_family()]
                 self._cached = (time.monotonic(), families)
             return list(self._cached[1])
 

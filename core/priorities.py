@@ -64,8 +64,11 @@ POOLS: dict[Priority, PoolConfig] = {
 STATUS_QUEUE = "email-status"
 WEBHOOK_QUEUE = "email-webhook"
 MAINTENANCE_QUEUE = "maintenance"
+# Status callbacks to the services' own URLs (callbacks/): a pool of their own, so a slow or
+# dead receiver holds its threads and never an email's worker.
+CALLBACKS_QUEUE = "callbacks"
 SEND_QUEUES = tuple(pool.queue for pool in POOLS.values())
-ALL_QUEUES = (*SEND_QUEUES, STATUS_QUEUE, WEBHOOK_QUEUE, MAINTENANCE_QUEUE)
+ALL_QUEUES = (*SEND_QUEUES, STATUS_QUEUE, WEBHOOK_QUEUE, MAINTENANCE_QUEUE, CALLBACKS_QUEUE)
 
 
 def queue_for(priority: Priority | int) -> str:

@@ -1,4 +1,4 @@
-"""Start the Celery worker pool of one priority: python -m core.worker critical|high|normal|low|ops
+"""Start the Celery worker pool of one role: python -m core.worker critical|high|normal|low|ops|callbacks
 
 Each priority gets its own process pool, consuming only its own queue, so an OTP never waits
 behind prefetched campaign batches (design decision 7). Pool sizes come from
@@ -17,6 +17,7 @@ import os
 import sys
 
 from core.priorities import (
+    CALLBACKS_QUEUE,
     MAINTENANCE_QUEUE,
     POOLS,
     STATUS_QUEUE,
@@ -46,9 +47,17 @@ def _node_name(role: str) -> str:
     return os.environ.get("NOTIFIER_WORKER_NAME") or f"{role}@%h"
 
 
+# Roles whose pool is threads unless their own NOTIFIER_WORKER_POOL_<ROLE> says otherwise: the
+# callbacks pool waits on receivers' answers (up to the timeout each), not on the CPU.
+THREADED_ROLES = ("callbacks",)
+ROLES = ("critical", "high", "normal", "low", "ops", "callbacks")
+
+
 def pool_kind(role: str) -> str:
     """prefork or threads: the role's own setting, else the one for every role."""
     own = os.environ.get(f"NOTIFIER_WORKER_POOL_{role.upper()}")
+    if role in THREADED_ROLES:
+        return own or "threads"
     return own or os.environ.get("NOTIFIER_WORKER_POOL", "prefork")
 
 
@@ -65,6 +74,9 @@ def worker_argv(role: str) -> list[str]:
         queues = ",".join([STATUS_QUEUE, WEBHOOK_QUEUE, MAINTENANCE_QUEUE])
         concurrency = os.environ.get("NOTIFIER_WORKER_OPS_CONCURRENCY", "2")
         return [*argv, "-Q", queues, "-n", _node_name("ops"), "--concurrency", concurrency]
+    if role == "callbacks":
+        concurrency = os.environ.get("NOTIFIER_WORKER_CALLBACKS_CONCURRENCY", "8")
+        return [*argv, "-Q", CALLBACKS_QUEUE, "-n", _node_name("callbacks"), "--concurrency", concurrency]
     priority = Priority.from_label(role)
     config = POOLS[priority]
     low, high = pool_size(priority)
@@ -76,8 +88,8 @@ def worker_argv(role: str) -> list[str]:
 
 
 def main() -> None:
-    if len(sys.argv) != 2 or sys.argv[1] not in [*(p.label for p in Priority), "ops"]:
-        sys.exit("usage: python -m core.worker critical|high|normal|low|ops")
+    if len(sys.argv) != 2 or sys.argv[1] not in ROLES:
+        sys.exit(f"usage: python -m core.worker {'|'.join(ROLES)}")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifier.settings")
     role = sys.argv[1]
     argv = worker_argv(role)
@@ -85,7 +97,7 @@ def main() -> None:
     # Names the pool's PostgreSQL sessions (libpq reads PGAPPNAME): pg_stat_activity then says
     # which pool runs a statement, and a host running both can renice the bulk pools' backends.
     os.environ.setdefault("PGAPPNAME", f"notifier-{role}")
-    nice = 0 if role == "ops" else pool_nice(Priority.from_label(role))
+    nice = 0 if role in ("ops", "callbacks") else pool_nice(Priority.from_label(role))
     if nice > 0:
         os.nice(nice)  # inherited by the pool's children
     os.execvp(sys.executable, [sys.executable, "-m", *argv])

@@ -65,6 +65,9 @@ def _prepare_environment() -> dict[str, str]:
     env.setdefault("NOTIFIER_WORKER_P2_CONCURRENCY", "2")
     # The Procfile pins each P0 pool at 4 processes (decision 61); one each on a laptop.
     env.setdefault("NOTIFIER_WORKER_P0_CONCURRENCY", "1")
+    # Status callbacks to a receiver on this machine (plain http, 127.0.0.1), as a developer's is.
+    env.setdefault("NOTIFIER_CALLBACKS_ALLOW_LOOPBACK", "true")
+    env.setdefault("NOTIFIER_WORKER_CALLBACKS_CONCURRENCY", "2")
     if os.geteuid() == 0 and "PYTHONWARNINGS" not in env:
         env["PYTHONWARNINGS"] = f"ignore:{ROOT_WARNING}"
         print("Running as root: Celery advises against running its workers as root (said once"

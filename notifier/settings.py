@@ -72,6 +72,7 @@ INSTALLED_APPS = [
     "scheduling",
     "transactional",
     "feedback",
+    "callbacks",  # status callbacks: a service's webhook endpoints, delivered from eventlog
     "analytics",
 ]
 
@@ -448,6 +449,23 @@ NOTIFIER_SCHEDULE_SWEEP_SECONDS = env.float("NOTIFIER_SCHEDULE_SWEEP_SECONDS", d
 NOTIFIER_DEFAULT_TIMEZONE = env.str("NOTIFIER_DEFAULT_TIMEZONE", default="")
 # Local hour used for {type: "optimal"} when a recipient has no opens in the last 90 days.
 NOTIFIER_OPTIMAL_FALLBACK_HOUR = env.int("NOTIFIER_OPTIMAL_FALLBACK_HOUR", default=10)
+
+# --- Status callbacks (callbacks/, decision 113) ------------------------------------------------
+# Plain http and loopback/private receivers are refused (at registration and again after DNS
+# resolution at each delivery) unless this is true: tests and `make run` set it.
+NOTIFIER_CALLBACKS_ALLOW_LOOPBACK = env.bool("NOTIFIER_CALLBACKS_ALLOW_LOOPBACK", default=False)
+# An endpoint failing throughout this long is disabled (an operator alert is logged).
+NOTIFIER_CALLBACKS_RETRY_HOURS = env.float("NOTIFIER_CALLBACKS_RETRY_HOURS", default=24.0)
+# The first retry waits about this long, doubling per failure (jitter 0.5-1.5x), capped at 5 min.
+NOTIFIER_CALLBACKS_BACKOFF_SECONDS = env.float("NOTIFIER_CALLBACKS_BACKOFF_SECONDS", default=5.0)
+NOTIFIER_CALLBACKS_TIMEOUT_SECONDS = env.float("NOTIFIER_CALLBACKS_TIMEOUT_SECONDS", default=5.0)
+# One POST carries at most this many events and (past its first event) this many body bytes.
+NOTIFIER_CALLBACKS_BATCH_EVENTS = env.int("NOTIFIER_CALLBACKS_BATCH_EVENTS", default=100)
+NOTIFIER_CALLBACKS_BATCH_BYTES = env.int("NOTIFIER_CALLBACKS_BATCH_BYTES", default=256 * 1024)
+# After a rotation the previous secret keeps signing (a second signature) for this long.
+# The delivery log (GET /api/v1/webhooks/{id}/deliveries) keeps this many days.
+NOTIFIER_CALLBACKS_LOG_DAYS = env.float("NOTIFIER_CALLBACKS_LOG_DAYS", default=7.0)
+NOTIFIER_CALLBACKS_SECRET_OVERLAP_HOURS = env.float("NOTIFIER_CALLBACKS_SECRET_OVERLAP_HOURS", default=24.0)
 
 # Campaign schedules (campaigns x scheduling): a campaign fan-out with no progress for this long
 # is published again by the scheduler (the broker was down at launch, or the worker died).

@@ -40,5 +40,6 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("", include("feedback.urls")),  # ESP webhooks
+    path("", include("callbacks.urls")),  # status callback endpoints: /api/v1/webhooks
     path("", include("analytics.urls")),  # statistics API, /metrics, /dashboard/
 ]

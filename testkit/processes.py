@@ -44,6 +44,8 @@ def subprocess_env(**extra: str) -> dict[str, str]:
         CELERY_BROKER_URL=settings.CELERY_BROKER_URL,
         NOTIFIER_REDIS_PREFIX=settings.REDIS_KEY_PREFIX,
         NOTIFIER_TASK_EVENTS="false",
+        # Status callbacks go to receivers the tests start on 127.0.0.1 (decision 113).
+        NOTIFIER_CALLBACKS_ALLOW_LOOPBACK="true",
         PYTHONUNBUFFERED="1",
         # Production settings plus the test-only fault receivers (tests/faults/): inert unless a
         # NOTIFIER_FAULT_* variable is passed in `extra` or set by the test.
@@ -117,6 +119,14 @@ def ops_worker(env: dict[str, str], log_dir: Path, concurrency: int = 2) -> Mana
     """The ops pool: the status, webhook and maintenance queues (fan-outs, webhook processing)."""
     env = {**env, "NOTIFIER_WORKER_OPS_CONCURRENCY": str(concurrency)}
     return ManagedProcess("worker-ops", [sys.executable, "-m", "core.worker", "ops"], env, log_dir)
+
+
+def callbacks_worker(env: dict[str, str], log_dir: Path, concurrency: int = 4) -> ManagedProcess:
+    """The callbacks pool: status callbacks posted to the services' receivers (threads)."""
+    env = {**env, "NOTIFIER_WORKER_CALLBACKS_CONCURRENCY": str(concurrency),
+           "NOTIFIER_WORKER_NAME": f"callbacks-{uuid.uuid4().hex[:8]}@%h"}
+    argv = [sys.executable, "-m", "core.worker", "callbacks"]
+    return ManagedProcess("worker-callbacks", argv, env, log_dir)
 
 
 def scheduler(env: dict[str, str], log_dir: Path, name: str = "scheduler") -> ManagedProcess:

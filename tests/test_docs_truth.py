@@ -27,8 +27,8 @@ import pytest
 from django.conf import global_settings, settings
 
 import core.redis_client
-from core.priorities import ALL_QUEUES, Priority
-from core.worker import worker_argv
+from core.priorities import ALL_QUEUES
+from core.worker import ROLES, worker_argv
 from notifier.renamed_env import RENAMED, adopt_renamed_variables
 from tests.support.source import ROOT, docstring_constants, layers, python_files
 
@@ -193,7 +193,7 @@ def test_the_key_family_reader_sees_each_way_a_key_is_built():
 
 # --- Celery queues -----------------------------------------------------------------------------
 
-WORKER_ROLES = [*(p.label for p in Priority), "ops"]
+WORKER_ROLES = list(ROLES)
 
 
 def _queue_literals(tree: ast.Module) -> set[str]:

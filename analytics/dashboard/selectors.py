@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from analytics.selectors.campaign_stats import campaigns_current
 from analytics.selectors.overview import stats_overview
+from callbacks.selectors import callbacks_summary
 from clients.key_types import KeyType
 from core.priorities import Priority
 from core.worker import worker_environment
@@ -54,6 +55,9 @@ def dashboard_data() -> dict[str, Any]:
         "campaigns": campaigns_current(now=now),
         "failures": recent_failures(),
         "dead_letters": recent_dead_letters(),
+        # Status callback endpoints failing now, and those disabled after failing for the retry
+        # period (the operator alert: decision 113).
+        "callbacks": callbacks_summary(),
         "ambiguous": ambiguous_summary(EmailMessage.objects.exclude(key_type=KeyType.TEST), now=now),
         # The pools that send no Celery task events (core/worker.py): Flower lists their workers
         # but none of their tasks, which the pool panel says.

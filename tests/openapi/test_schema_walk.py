@@ -53,6 +53,10 @@ WALK = [
     "DELETE /api/v1/team-members/{member_id}",
     "POST /api/v1/oauth-clients", "GET /api/v1/oauth-clients",
     "DELETE /api/v1/oauth-clients/{client_id}",
+    "POST /api/v1/webhooks", "GET /api/v1/webhooks", "GET /api/v1/webhooks/{webhook_id}",
+    "PATCH /api/v1/webhooks/{webhook_id}", "POST /api/v1/webhooks/{webhook_id}/rotate-secret",
+    "GET /api/v1/webhooks/{webhook_id}/deliveries", "POST /api/v1/webhooks/{webhook_id}/replay",
+    "DELETE /api/v1/webhooks/{webhook_id}",
     "DELETE /api/v1/topics/{topic_id}", "DELETE /api/v1/templates/{template_id}",
 ]
 # Path parameter <- (the operation whose answer holds it, the field of that answer).
@@ -66,6 +70,7 @@ CREATED_BY = {
     "member_id": ("POST /api/v1/team-members", "id"),
     "client_id": ("POST /api/v1/oauth-clients", "client_id"),
     "topic_id": ("POST /api/v1/topics", "id"),
+    "webhook_id": ("POST /api/v1/webhooks", "id"),
 }
 # Path parameters a caller already knows: a contact is named by the address the bulk example sent.
 KNOWN = {"contact": "ada@example.com"}

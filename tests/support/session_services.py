@@ -27,6 +27,8 @@ def pytest_configure(config: pytest.Config) -> None:
     # request to see the row: this process verifies every key. The processes tests start keep
     # the default; tests/transactional/test_accept_caches.py tests the cache (decision 53).
     settings.NOTIFIER_API_KEY_CACHE_SECONDS = 0.0
+    # Status callbacks go to receivers the tests start on 127.0.0.1 (decision 113).
+    settings.NOTIFIER_CALLBACKS_ALLOW_LOOPBACK = True
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker:  # the controller started the services
         _use_worker_redis_database(int(worker.removeprefix("gw")))
