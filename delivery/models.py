@@ -105,6 +105,10 @@ class EmailMessage(models.Model):
                               db_default=Stream.TRANSACTIONAL)
     topic = models.ForeignKey("audience.Topic", null=True, blank=True, on_delete=models.PROTECT,
                               related_name="+", db_index=False, db_constraint=False)
+    # The sending service's own references (issue 29): a flat object of up to 20 keys
+    # (core/api/metadata.py), NULL when none were given, so a campaign row stores nothing and
+    # pays nothing in the metadata index (partial: WHERE metadata IS NOT NULL).
+    metadata = models.JSONField(null=True, blank=True)
 
     class Meta:
         constraints = [

@@ -86,6 +86,7 @@ class MessageCreateApi(APIView):
             key_type=caller_key_type(request),
             stream=data["stream"],
             topic=data["topic"],
+            metadata=data.get("metadata"),
         )
         message = created.message
         headers = {"Idempotent-Replayed": "true"} if created.replayed else {}
@@ -112,6 +113,7 @@ class MessageDetailApi(APIView):
                 "id", "recipient", "status", "priority", "template", "template_version", "stream", "topic",
                 "provider", "provider_message_id", "attempts", "error", "created_at",
                 "scheduled_for", "sent_at", "delivered_at", "opened_at", "clicked_at", "bounced_at",
+                "metadata",
             ]
 
         def get_priority(self, message: EmailMessage) -> str:
