@@ -129,6 +129,7 @@ class MessageCreateApi(APIView):
         results = MessageSerializer(many=True)
 
     @extend_schema(summary="Search your messages (the message log), newest first",
+                   operation_id="messages_list",
                    description=LOG_DESCRIPTION, parameters=LOG_PARAMETERS,
                    responses={200: LogPageSerializer})
     def get(self, request: Request) -> Response:

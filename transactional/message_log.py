@@ -97,10 +97,14 @@ def _metadata_q(key: str, text: str) -> Q:
 
 def _recipient_q(service_id: str, address: str) -> Q:
     """Rows of no contact by their address (the (client, lower(recipient)) index), or rows of
-    the service's contact of that address (a campaign's; contact emails are stored lower-cased)."""
+    the service's contact of that address (a campaign's, msg_contact_idx; contact emails are
+    stored lower-cased). The contact is looked up first: its id as a constant lets the planner
+    OR the two indexes (a subquery in the OR made it walk all the service's rows instead)."""
     lowered = address.lower()
-    contacts = Contact.objects.filter(client_id=service_id, email=lowered).values("id")
-    return Q(contact__isnull=True, recipient_lower=lowered) | Q(contact__in=contacts)
+    own = Q(contact__isnull=True, recipient_lower=lowered)
+    contact_id = (Contact.objects.filter(client_id=service_id, email=lowered)
+                  .values_list("id", flat=True).first())
+    return own if contact_id is None else own | Q(contact_id=contact_id)
 
 
 def _before(cursor: LogCursor) -> RawSQL:

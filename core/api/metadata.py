@@ -3,8 +3,8 @@
     metadata = MetadataField()      # {"order_id": "A-1001", "attempt": 2, "vip": true}
 
 Flat (string, number or bool values; no object, list or null) so every value can be matched
-exactly by `GET /api/v1/messages?metadata.<key>=<value>` and copied into an event as it was sent.
-Keys are `[A-Za-z0-9_-]`: a key is named in query strings (`metadata.order_id`) and error paths
+exactly by `GET /api/v1/messages?metadata[<key>]=<value>` and copied into an event as it was sent.
+Keys are `[A-Za-z0-9_-]`: a key is named in query strings (`metadata[order_id]`) and error paths
 (`metadata.order_id`), where a dot, a bracket or a space would be ambiguous.
 """
 
@@ -69,7 +69,7 @@ class MetadataField(serializers.Field):
                                        f"{MAX_KEY_CHARS} characters [A-Za-z0-9_-], each value a "
                                        f"string of up to {MAX_VALUE_CHARS} characters, a number "
                                        "or a boolean): shown by GET /api/v1/messages/{id}, "
-                                       "searchable with `metadata.<key>=<value>`.")
+                                       "searchable with `metadata[<key>]=<value>`.")
         super().__init__(**kwargs)
 
     def to_internal_value(self, data: Any) -> dict[str, Scalar]:
