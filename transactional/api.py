@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.db.models import prefetch_related_objects
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers, status
@@ -135,10 +136,10 @@ class MessageCreateApi(APIView):
     def get(self, request: Request) -> Response:
         data, metadata = log_query(request)
         limit = data["limit"]
-        rows = list(messages_log(service_id=request.user.pk, key_type=caller_key_type(request),
-                                 filters=log_filters(data, metadata), after=data.get("cursor"),
-                                 limit=limit + 1, asked_key_type=data.get("key_type"))
-                    .prefetch_related("template_version__template", "topic"))
+        rows = messages_log(service_id=request.user.pk, key_type=caller_key_type(request),
+                            filters=log_filters(data, metadata), after=data.get("cursor"),
+                            limit=limit + 1, asked_key_type=data.get("key_type"))
+        prefetch_related_objects(rows, "template_version__template", "topic")
         return Response({"next": next_page_url(request, rows, limit),
                          "results": MessageSerializer(rows[:limit], many=True).data})
 

@@ -95,16 +95,10 @@ def _metadata_q(key: str, text: str) -> Q:
     return q
 
 
-def _recipient_q(service_id: str, address: str) -> Q:
-    """Rows of no contact by their address (the (client, lower(recipient)) index), or rows of
-    the service's contact of that address (a campaign's, msg_contact_idx; contact emails are
-    stored lower-cased). The contact is looked up first: its id as a constant lets the planner
-    OR the two indexes (a subquery in the OR made it walk all the service's rows instead)."""
-    lowered = address.lower()
-    own = Q(contact__isnull=True, recipient_lower=lowered)
-    contact_id = (Contact.objects.filter(client_id=service_id, email=lowered)
-                  .values_list("id", flat=True).first())
-    return own if contact_id is None else own | Q(contact_id=contact_id)
+def _recipient_contact(service_id: str, address: str) -> int | None:
+    """The service's contact of this address (contact emails are stored lower-cased)."""
+    return (Contact.objects.filter(client_id=service_id, email=address.lower())
+            .values_list("id", flat=True).first())
 
 
 def _before(cursor: LogCursor) -> RawSQL:
@@ -113,15 +107,15 @@ def _before(cursor: LogCursor) -> RawSQL:
                   (cursor.created_at, cursor.id), output_field=BooleanField())
 
 
-def messages_log(*, service_id: str, key_type: str, filters: LogFilters, after: LogCursor | None,
-                 limit: int, asked_key_type: str | None = None) -> QuerySet[EmailMessage]:
-    """The service's messages matching `filters`, newest first, after `after`, at most `limit`
-    (the caller asks for limit + 1 to know whether there is a next page)."""
+def log_querysets(*, service_id: str, key_type: str, filters: LogFilters, after: LogCursor | None,
+                  limit: int, asked_key_type: str | None = None) -> list[QuerySet[EmailMessage]]:
+    """The queries whose merged rows are the page: one, or two for `recipient` when the service
+    has a contact of that address (its one-off rows by msg_client_recipient_idx, its campaign
+    rows by msg_contact_idx). Two queries, not an OR: with the OR the planner guessed the
+    address common (no statistics on lower(recipient)) and walked every row of the service
+    (6.8 s on 5M rows); each alone follows its own index, newest first, and stops at `limit`."""
     rows = EmailMessage.objects.filter(client_id=service_id)
     rows = on_callers_side(rows, KeyType.TEST if asked_key_type == KeyType.TEST else key_type)
-    if filters.recipient is not None:
-        rows = rows.alias(recipient_lower=Lower("recipient")).filter(
-            _recipient_q(service_id, filters.recipient))
     if filters.status is not None:
         rows = rows.filter(status=filters.status)
     if filters.template_id is not None:
@@ -140,4 +134,24 @@ def messages_log(*, service_id: str, key_type: str, filters: LogFilters, after: 
         rows = rows.filter(_metadata_q(key, text))
     if after is not None:
         rows = rows.filter(_before(after))
-    return rows.order_by("-created_at", "-id")[:limit]
+    queries = [rows]
+    if filters.recipient is not None:
+        contact_id = _recipient_contact(service_id, filters.recipient)
+        queries = [rows.alias(recipient_lower=Lower("recipient"))
+                   .filter(contact__isnull=True, recipient_lower=filters.recipient.lower())]
+        if contact_id is not None:
+            queries.append(rows.filter(contact_id=contact_id))
+    return [query.order_by("-created_at", "-id")[:limit] for query in queries]
+
+
+def messages_log(*, service_id: str, key_type: str, filters: LogFilters, after: LogCursor | None,
+                 limit: int, asked_key_type: str | None = None) -> list[EmailMessage]:
+    """The service's messages matching `filters`, newest first, after `after`, at most `limit`
+    (the caller asks for limit + 1 to know whether there is a next page)."""
+    queries = log_querysets(service_id=service_id, key_type=key_type, filters=filters, after=after,
+                            limit=limit, asked_key_type=asked_key_type)
+    if len(queries) == 1:
+        return list(queries[0])
+    merged = sorted((row for query in queries for row in query),
+                    key=lambda row: (row.created_at, row.id), reverse=True)
+    return merged[:limit]
