@@ -17,11 +17,7 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ('audience', '0007_consent'),
-        ('campaigns', '0010_campaign_topic'),
-        ('clients', '0006_oauth_client'),
         ('delivery', '0016_emailmessage_metadata'),
-        ('templates', '0004_owner_is_the_service'),
     ]
 
     operations = [
