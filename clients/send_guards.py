@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
-from rest_framework.permissions import BasePermission
+from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
@@ -69,6 +69,8 @@ class MaySend(BasePermission):
     """403 with the guard's message and code when a registered guard refuses the client."""
 
     def has_permission(self, request: Request, view: APIView) -> bool:
+        if request.method in SAFE_METHODS:
+            return True  # a held service still reads its messages (GET /api/v1/messages)
         client = getattr(request, "user", None)
         if client is None or not getattr(client, "pk", None):
             return True  # authentication decides; this only judges known clients

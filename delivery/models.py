@@ -7,8 +7,10 @@ idempotency key makes a repeated API call or a restarted fan-out write nothing n
 
 from __future__ import annotations
 
+from django.contrib.postgres.indexes import GinIndex
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
+from django.db.models.functions import Lower
 
 from audience.models import Stream
 from clients.key_types import KeyType
@@ -105,6 +107,10 @@ class EmailMessage(models.Model):
                               db_default=Stream.TRANSACTIONAL)
     topic = models.ForeignKey("audience.Topic", null=True, blank=True, on_delete=models.PROTECT,
                               related_name="+", db_index=False, db_constraint=False)
+    # The sending service's own references (issue 29): a flat object of up to 20 keys
+    # (core/api/metadata.py), NULL when none were given, so a campaign row stores nothing and
+    # pays nothing in the metadata index (partial: WHERE metadata IS NOT NULL).
+    metadata = models.JSONField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -135,8 +141,20 @@ class EmailMessage(models.Model):
                 fields=["client", "scheduled_for"], name="msg_client_scheduled_idx",
                 condition=Q(status="SCHEDULED", campaign__isnull=True),
             ),
-            # Per-client reputation counts and SET NULL when a client is deleted.
-            models.Index(fields=["client"], name="msg_client_idx", condition=Q(client__isnull=False)),
+            # The message log (GET /api/v1/messages, decision 114): a service's rows newest
+            # first, walked by (created_at, id) keyset for every filter without an index of its
+            # own. Leading with the client, it also serves what `msg_client_idx` (which it
+            # replaced, so a fan-out row pays no more entries than before) served: per-client
+            # reputation counts and SET NULL when a client is deleted.
+            models.Index(fields=["client", "-created_at", "-id"], name="msg_client_created_idx",
+                         condition=Q(client__isnull=False)),
+            # The log by recipient, any case: rows of no contact only (a campaign's rows are
+            # found through their contact, msg_contact_idx), so a fan-out pays no entry.
+            models.Index(F("client"), Lower("recipient"), F("created_at").desc(), F("id").desc(),
+                         name="msg_client_recipient_idx", condition=Q(contact__isnull=True)),
+            # The log by metadata (`metadata @> {...}`); only rows that carry metadata pay.
+            GinIndex(fields=["metadata"], opclasses=["jsonb_path_ops"], name="msg_metadata_idx",
+                     condition=Q(metadata__isnull=False)),
             # Unsubscribe (a contact's QUEUED rows) and SET NULL when a contact is deleted.
             models.Index(fields=["contact"], name="msg_contact_idx", condition=Q(contact__isnull=False)),
         ]

@@ -142,6 +142,7 @@ OBJECT_ROUTES: dict[str, Callable[[Objects], dict]] = {
     "api/v1/templates/<id:template_id>/render": lambda a: {"template_id": a.template.pk},
     "api/v1/templates/<id:template_id>/preview": lambda a: {"template_id": a.template.pk},
     "api/v1/messages/<id:message_id>": lambda a: {"message_id": a.message.pk},
+    "api/v1/messages/<id:message_id>/events": lambda a: {"message_id": a.message.pk},
     "api/v1/schedules/<id:schedule_id>": lambda a: {"schedule_id": a.schedule.pk},
     "api/v1/schedules/<id:schedule_id>/pause": lambda a: {"schedule_id": a.schedule.pk},
     "api/v1/schedules/<id:schedule_id>/resume": lambda a: {"schedule_id": a.schedule.pk},

@@ -1,7 +1,8 @@
-"""POST /api/v1/messages, GET /api/v1/messages/{id} and GET /api/v1/messages/ambiguous."""
+"""POST and GET /api/v1/messages, GET /api/v1/messages/{id} and GET /api/v1/messages/ambiguous."""
 
 from __future__ import annotations
 
+from django.db.models import prefetch_related_objects
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers, status
@@ -16,11 +17,40 @@ from clients.key_types import KeyType, caller_key_type
 from clients.send_guards import MaySend
 from clients.team import team_list_check
 from clients.tenancy import owned, owned_or_404
+from core.api.metadata import MetadataField
 from core.priorities import Priority
 from delivery.models import EmailMessage
 from delivery.selectors import ambiguous_summary, messages_visible
 from transactional.inputs import MessageInputSerializer
+from transactional.log_api import LOG_DESCRIPTION, LOG_PARAMETERS, log_filters, log_query, next_page_url
+from transactional.message_log import messages_log
 from transactional.services import message_create
+
+
+class MessageSerializer(serializers.ModelSerializer):
+    """A message as GET /api/v1/messages/{id} and each row of GET /api/v1/messages show it."""
+
+    priority = serializers.SerializerMethodField()
+    template = serializers.CharField(source="template_version.template.name")
+    template_version = serializers.IntegerField(source="template_version.version")
+    campaign = serializers.IntegerField(source="campaign_id", allow_null=True,
+                                        help_text="The campaign that sent it; null: a one-off send.")
+    topic = TopicSummarySerializer(allow_null=True, read_only=True,
+                                   help_text="The broadcast message's topic; null: none.")
+    metadata = MetadataField(read_only=True, help_text="Your references, as sent; null: none.")
+
+    class Meta:
+        model = EmailMessage
+        fields = [
+            "id", "recipient", "status", "priority", "template", "template_version", "stream", "topic",
+            "campaign",
+            "provider", "provider_message_id", "attempts", "error", "created_at",
+            "scheduled_for", "sent_at", "delivered_at", "opened_at", "clicked_at", "bounced_at",
+            "metadata",
+        ]
+
+    def get_priority(self, message: EmailMessage) -> str:
+        return Priority(message.priority).label
 
 
 class MessageCreateApi(APIView):
@@ -86,6 +116,7 @@ class MessageCreateApi(APIView):
             key_type=caller_key_type(request),
             stream=data["stream"],
             topic=data["topic"],
+            metadata=data.get("metadata"),
         )
         message = created.message
         headers = {"Idempotent-Replayed": "true"} if created.replayed else {}
@@ -94,28 +125,30 @@ class MessageCreateApi(APIView):
             body["scheduled_for"] = message.scheduled_for.isoformat()
         return Response(body, status=status.HTTP_202_ACCEPTED, headers=headers)
 
+    class LogPageSerializer(serializers.Serializer):
+        next = serializers.URLField(allow_null=True, help_text="The next page; null: this is the last.")
+        results = MessageSerializer(many=True)
+
+    @extend_schema(summary="Search your messages (the message log), newest first",
+                   operation_id="messages_list",
+                   description=LOG_DESCRIPTION, parameters=LOG_PARAMETERS,
+                   responses={200: LogPageSerializer})
+    def get(self, request: Request) -> Response:
+        data, metadata = log_query(request)
+        limit = data["limit"]
+        rows = messages_log(service_id=request.user.pk, key_type=caller_key_type(request),
+                            filters=log_filters(data, metadata), after=data.get("cursor"),
+                            limit=limit + 1, asked_key_type=data.get("key_type"))
+        prefetch_related_objects(rows, "template_version__template", "topic")
+        return Response({"next": next_page_url(request, rows, limit),
+                         "results": MessageSerializer(rows[:limit], many=True).data})
+
 
 class MessageDetailApi(APIView):
     required_scope = "send"
     throttle_scope = "send"
 
-    class OutputSerializer(serializers.ModelSerializer):
-        priority = serializers.SerializerMethodField()
-        template = serializers.CharField(source="template_version.template.name")
-        template_version = serializers.IntegerField(source="template_version.version")
-        topic = TopicSummarySerializer(allow_null=True, read_only=True,
-                                       help_text="The broadcast message's topic; null: none.")
-
-        class Meta:
-            model = EmailMessage
-            fields = [
-                "id", "recipient", "status", "priority", "template", "template_version", "stream", "topic",
-                "provider", "provider_message_id", "attempts", "error", "created_at",
-                "scheduled_for", "sent_at", "delivered_at", "opened_at", "clicked_at", "bounced_at",
-            ]
-
-        def get_priority(self, message: EmailMessage) -> str:
-            return Priority(message.priority).label
+    OutputSerializer = MessageSerializer
 
     class InputSerializer(serializers.Serializer):
         key_type = serializers.ChoiceField(

@@ -52,6 +52,7 @@ class BatchItem:
     cancel_key: str = ""
     stream: str = Stream.TRANSACTIONAL
     topic: Topic | None = None
+    metadata: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ BatchOutcome = BatchAccepted | BatchKeyReused
 
 # Per item, in this order: one array parameter each.
 _PER_ROW = ("recipient", "context", "template_version", "priority", "idempotency_key",
-            "scheduled_for", "cancel_key", "stream", "topic", "status")
+            "scheduled_for", "cancel_key", "stream", "topic", "metadata", "status")
 # The same for every item of a batch: one scalar parameter each.
 _PER_BATCH = ("client", "created_at", "key_type")
 
@@ -133,6 +134,7 @@ def _insert(*, client: Service, items: Sequence[BatchItem], keys: list[str], key
         [item.cancel_key for item in items],
         [str(item.stream) for item in items],
         [item.topic.pk if item.topic else None for item in items],
+        [json.dumps(item.metadata) if item.metadata else None for item in items],
         [Status.SCHEDULED if item.scheduled_for else Status.QUEUED for item in items],
     ]
     # In the statement's order: the batch's constants, the defaults, its scope, the arrays.
@@ -157,7 +159,7 @@ def _replays(*, items: Sequence[BatchItem], keys: list[str], key_type: str,
                 .filter(idempotency_key__in=set(waiting.values()))
                 .select_related("template_version")
                 .only("id", "status", "idempotency_key", "recipient", "context", "priority",
-                      "scheduled_for", "cancel_key", "key_type", "stream", "topic_id",
+                      "scheduled_for", "cancel_key", "key_type", "stream", "topic_id", "metadata",
                       "template_version__template_id")}
     outcomes: dict[int, BatchOutcome] = {}
     for index, key in waiting.items():
@@ -166,7 +168,7 @@ def _replays(*, items: Sequence[BatchItem], keys: list[str], key_type: str,
             recipient=item.recipient, template_id=item.template_version.template_id,
             context=item.context, priority=item.priority, scheduled_for=item.scheduled_for,
             cancel_key=item.cancel_key, key_type=key_type, stream=item.stream,
-            topic_id=item.topic.pk if item.topic else None)
+            topic_id=item.topic.pk if item.topic else None, metadata=item.metadata)
         # A row gone between the INSERT and this SELECT (purged) cannot be replayed: a conflict.
         outcomes[index] = (BatchAccepted(row.id, row.status, row.scheduled_for, replayed=True)
                            if same else BatchKeyReused())

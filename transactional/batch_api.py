@@ -96,7 +96,7 @@ def _batch_item(data: dict) -> BatchItem:
                      priority=Priority.from_label(data["priority"]),
                      idempotency_key=data.get("idempotency_key"),
                      scheduled_for=data["schedule"].due_at, cancel_key=data["schedule"].cancel_key,
-                     stream=data["stream"], topic=data["topic"])
+                     stream=data["stream"], topic=data["topic"], metadata=data.get("metadata"))
 
 
 def _accepted_body(outcome: BatchAccepted) -> dict:

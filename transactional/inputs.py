@@ -18,6 +18,7 @@ from audience.models import Stream, Topic
 from audience.topic_fields import TopicReferenceField
 from audience.topics import topic_for_send
 from core.api.fields import ContextField, SafeEmailField, StrictInputMixin
+from core.api.metadata import MetadataField
 from core.priorities import Priority
 from scheduling.inputs import ScheduleInputSerializer, schedule_resolve
 from templates.models import TemplateVersion
@@ -79,6 +80,7 @@ class MessageInputSerializer(StrictInputMixin, serializers.Serializer):
                   "your broadcast stream or the topic: answered SUPPRESSED).")
     topic = TopicReferenceField(required=False, help_text="broadcast only: a topic of your service, "
                                                           "by id or by name (`GET /api/v1/topics`).")
+    metadata = MetadataField()
 
     def validate_template(self, value: str) -> TemplateVersion:
         lookup = self.context.get("templates")

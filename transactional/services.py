@@ -79,13 +79,14 @@ class IdempotencyKeyReusedError(exceptions.APIException):
 
 def replay_fingerprint(*, recipient: str, template_id: int, context: dict, priority: int,
                        scheduled_for: datetime | None, cancel_key: str, key_type: str,
-                       stream: str, topic_id: int | None) -> tuple:
+                       stream: str, topic_id: int | None, metadata: dict | None = None) -> tuple:
     """What a retry under the same idempotency key must repeat to be answered with the first
     message; `scheduled_for` itself moves with the clock for a delayed send, so only whether
     there is one. The stream and topic too: a newsletter retried as an OTP (or for another
-    topic) is another message, which the first one's consent answer does not cover."""
+    topic) is another message, which the first one's consent answer does not cover. The
+    metadata too: the first message's references would answer for the retry's."""
     return (recipient, template_id, context, int(priority), scheduled_for is not None,
-            cancel_key, key_type, str(stream), topic_id)
+            cancel_key, key_type, str(stream), topic_id, metadata or None)
 
 
 def message_fingerprint(message: EmailMessage) -> tuple:
@@ -94,7 +95,7 @@ def message_fingerprint(message: EmailMessage) -> tuple:
         recipient=message.recipient, template_id=message.template_version.template_id,
         context=message.context, priority=message.priority, scheduled_for=message.scheduled_for,
         cancel_key=message.cancel_key, key_type=message.key_type, stream=message.stream,
-        topic_id=message.topic_id)
+        topic_id=message.topic_id, metadata=message.metadata)
 
 
 def _replay(key: str, fingerprint: tuple) -> MessageCreated:
@@ -107,7 +108,7 @@ def _replay(key: str, fingerprint: tuple) -> MessageCreated:
 
 # The columns a create sets; every other NOT NULL column takes its model default.
 _GIVEN = ("client", "recipient", "context", "template_version", "priority", "idempotency_key",
-          "scheduled_for", "cancel_key", "created_at", "key_type", "stream", "topic")
+          "scheduled_for", "cancel_key", "created_at", "key_type", "stream", "topic", "metadata")
 # The broadcast statement's one-row CTE: the send's address, scope, service and topic, named
 # once however often the consent check reads them.
 _BROADCAST_CTE = (
@@ -135,6 +136,7 @@ def _insert_statement(stream: str) -> tuple[str, tuple[object, ...]]:
     suppressed = "(SELECT yes FROM withheld)" if broadcast else email_is_suppressed_sql("%s", "%s")
     placeholders = ["%s"] * len(_GIVEN)
     placeholders[_GIVEN.index("context")] = "%s::jsonb"
+    placeholders[_GIVEN.index("metadata")] = "%s::jsonb"
     placeholders += [f"CASE WHEN {suppressed} THEN %s ELSE %s END",
                      f"CASE WHEN {suppressed} THEN %s ELSE '' END", *(["%s"] * len(defaulted))]
     sql = (f"{_BROADCAST_CTE if broadcast else ''}"
@@ -154,7 +156,8 @@ def _insert(message: EmailMessage) -> bool:
     params = [message.client_id, message.recipient, json.dumps(message.context),
               message.template_version_id, int(message.priority), message.idempotency_key,
               message.scheduled_for, message.cancel_key, message.created_at, message.key_type,
-              message.stream, message.topic_id]
+              message.stream, message.topic_id,
+              None if message.metadata is None else json.dumps(message.metadata)]
     if message.stream == Stream.BROADCAST:
         params = [email, is_test, message.client_id, message.topic_id, *params]
         look: list[object] = []
@@ -184,12 +187,14 @@ def message_create(
     key_type: str = KeyType.LIVE,
     stream: str = Stream.TRANSACTIONAL,
     topic: Topic | None = None,
+    metadata: dict | None = None,
 ) -> MessageCreated:
     """Record one message; publish it now, or (scheduled_for) leave it SCHEDULED in the due set.
     `key_type`: the caller's key's (a test key's message is settled by the sandbox, issue 27);
     a replay under another key type is a 409, never the other type's message. `stream` and
     `topic` (broadcast only; the caller's own, audience.topics.topic_for_send): what may stop
-    it, at accept and again at send (decision 106)."""
+    it, at accept and again at send (decision 106). `metadata`: the caller's own references,
+    validated (core/api/metadata.py); None or {} stores NULL."""
     if topic is not None and stream != Stream.BROADCAST:
         raise ValueError("only broadcast mail has a topic")
     key = client_idempotency_key(client, idempotency_key)
@@ -198,12 +203,14 @@ def message_create(
         priority=priority, idempotency_key=key, cancel_key=cancel_key, scheduled_for=scheduled_for,
         status=Status.SCHEDULED if scheduled_for is not None else Status.QUEUED,
         created_at=timezone.now(), key_type=key_type, stream=stream, topic=topic,
+        metadata=metadata or None,
     )
     if not _insert(message):
         return _replay(key, replay_fingerprint(
             recipient=recipient, template_id=template_version.template_id, context=context,
             priority=priority, scheduled_for=scheduled_for, cancel_key=cancel_key,
-            key_type=key_type, stream=stream, topic_id=topic.pk if topic else None))
+            key_type=key_type, stream=stream, topic_id=topic.pk if topic else None,
+            metadata=metadata))
     # Outside a transaction these run at once (the row is committed); inside one, after it commits.
     if message.status == Status.SCHEDULED:
         transaction.on_commit(lambda: _schedule_after_commit(message.id, scheduled_for))
