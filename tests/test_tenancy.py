@@ -20,6 +20,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from audience.models import ConsentChange, Contact, ContactList, Segment, Suppression, Topic
+from callbacks.models import WebhookEndpoint
+from callbacks.services.endpoints import endpoint_create
 from campaigns.models import Campaign
 from clients.models import ApiKey, Service, TeamMember
 from clients.oauth_models import OAuthClient
@@ -86,6 +88,7 @@ class Objects:
     team_member: TeamMember
     oauth_client: OAuthClient
     topic: Topic
+    webhook: WebhookEndpoint
 
 
 def _objects_of(owner: Service) -> Objects:
@@ -110,8 +113,10 @@ def _objects_of(owner: Service) -> Objects:
     member = TeamMember.objects.create(service=owner, email=f"dev@{SECRET}.example")
     oauth_client, _ = oauth_client_create(service=owner, name=f"{SECRET}-job")
     topic = Topic.objects.create(client=owner, name=f"{SECRET}-topic", description=SECRET)
+    webhook = endpoint_create(service_id=owner.pk, url=f"https://hooks.{SECRET}.example/in",
+                              event_types=["message.sent"])
     return Objects(version.template, contact, contact_list, segment, campaign, schedule, message,
-                   suppression, api_key, member, oauth_client, topic)
+                   suppression, api_key, member, oauth_client, topic, webhook)
 
 
 def _routes(patterns: list, prefix: str = "") -> Iterator[tuple[str, URLPattern | URLResolver]]:
@@ -158,6 +163,8 @@ OBJECT_ROUTES: dict[str, Callable[[Objects], dict]] = {
     "api/v1/oauth-clients/<str:client_id>": lambda a: {"client_id": a.oauth_client.client_id},
     "api/v1/topics/<id:topic_id>": lambda a: {"topic_id": a.topic.pk},
     "api/v1/contacts/<str:contact>/preferences": lambda a: {"contact": a.contact.pk},
+    **{f"api/v1/webhooks/<id:webhook_id>{tail}": lambda a: {"webhook_id": a.webhook.pk}
+       for tail in ("", "/rotate-secret", "/deliveries", "/replay")},
 }
 BODIES: dict[tuple[str, str], Callable[[Objects], dict]] = {
     ("api/v1/templates/<id:template_id>", "put"):
@@ -166,6 +173,8 @@ BODIES: dict[tuple[str, str], Callable[[Objects], dict]] = {
     ("api/v1/templates/<id:template_id>/preview", "get"): lambda a: {"contact": a.contact.email},
     ("api/v1/campaigns/<id:campaign_id>/test", "post"): lambda a: {"emails": ["b@b.example"]},
     ("api/v1/topics/<id:topic_id>", "patch"): lambda a: {"description": "B's"},
+    ("api/v1/webhooks/<id:webhook_id>", "patch"): lambda a: {"events": ["message.bounced"]},
+    ("api/v1/webhooks/<id:webhook_id>/replay", "post"): lambda a: {"since": "2026-01-01T00:00:00Z"},
     ("api/v1/contacts/<str:contact>/preferences", "put"):
         lambda a: {"broadcast": False, "topics": {str(a.topic.pk): False}},
 }
@@ -247,6 +256,12 @@ def _collection_checks(a: Objects, b: Tenant, kind: str = "first key"
         response = b.api.post("/api/v1/suppressions", {"email": a.suppression.email}, format="json")
         assert response.status_code == 200 and SECRET not in response.json()["source"], response.content
 
+    def own_webhook() -> None:
+        response = b.api.post("/api/v1/webhooks", {"url": a.webhook.url, "events": ["message.sent"]},
+                              format="json")
+        assert response.status_code == 201, response.content
+        assert WebhookEndpoint.objects.filter(service=b.client, url=a.webhook.url).exists()
+
     version = factories.template_version(client=b.client, name="b-own")
     return {
         ("api/v1/templates", "post"): created_own("/api/v1/templates", {
@@ -270,6 +285,7 @@ def _collection_checks(a: Objects, b: Tenant, kind: str = "first key"
         ("api/v1/team-members", "post"): team_member,
         ("api/v1/oauth-clients", "post"): new_oauth_client,
         ("api/v1/topics", "post"): created_own("/api/v1/topics", {"name": a.topic.name}, Topic, a.topic.name),
+        ("api/v1/webhooks", "post"): own_webhook,
     }
 
 
@@ -290,6 +306,9 @@ def _assert_a_untouched(a: Objects) -> None:
     assert (topic.description, topic.archived_at) == (SECRET, None)
     assert contact.subscribed and not ConsentChange.objects.filter(email=contact.email).exists()
     assert not Suppression.objects.filter(email=contact.email).exists()
+    webhook = WebhookEndpoint.objects.get(pk=a.webhook.pk)
+    assert (webhook.event_types, webhook.secret, webhook.enabled) == (
+        a.webhook.event_types, a.webhook.secret, True)
 
 
 @pytest.fixture
