@@ -1,0 +1,63 @@
+"""The event log's rows for the ledger's status changes, written by the very statement that
+makes the change (decision 110-a).
+
+A ledger statement that moves messages becomes `WITH changed AS (UPDATE .. RETURNING <its own
+columns>, <EVENT_COLUMNS>), ev AS (<message_events_sql>) SELECT <its own columns> FROM changed`:
+the events commit, or not, with the change, and a change that touches no row writes no event
+(a guarded move that lost its race records nothing twice). The event's columns are the changed
+row's own (RETURNING sees the new values); the payload is built only for rows whose service
+records the type, after the join with RecordedEventTypes.
+"""
+
+from __future__ import annotations
+
+from eventlog.payloads import message_data_sql
+from eventlog.types import EventType
+from eventlog.writes import events_insert_sql
+
+_COLUMNS = {
+    "ev_message": "id", "ev_service": "client_id", "ev_recipient": "recipient", "ev_key": "idempotency_key",
+    "ev_campaign": "campaign_id", "ev_stream": "stream", "ev_provider": "provider", "ev_error": "error",
+    "ev_status": "status",
+}
+
+
+def event_columns(alias: str) -> str:
+    """The RETURNING items an event needs, of the changed row `alias` (prefixed `ev_`)."""
+    return ", ".join(f"{alias}.{column} AS {name}" for name, column in _COLUMNS.items())
+
+
+# The client's own idempotency key: stored as "client:<service>:<key>" (transactional.services
+# client_idempotency_key), "auto:<uuid>" when the client gave none, "campaign:..." for a campaign.
+_CLIENT_KEY = ("CASE WHEN left({r}.ev_key, 7) = 'client:' "
+               "THEN substr({r}.ev_key, length({r}.ev_service) + 9) END")
+
+
+def status_event_sql(status_column: str, mapping: dict[str, EventType]) -> str:
+    """A CASE naming the event of each status in `mapping` (NULL, no event, for the others)."""
+    whens = " ".join(f"WHEN '{status}' THEN '{event.value}'" for status, event in mapping.items())
+    return f"(CASE {status_column} {whens} END)"
+
+
+def message_events_sql(rows: str, event_type: str | EventType, *, occurred_at: str = "statement_timestamp()",
+                       extra: dict[str, str] | None = None) -> str:
+    """The INSERT of one event per row of the CTE `rows` (which returned `event_columns`), of
+    `event_type` (an EventType, or a SQL expression such as `status_event_sql`'s)."""
+    type_sql = f"'{event_type.value}'::varchar" if isinstance(event_type, EventType) else event_type
+    data = message_data_sql(
+        recipient=f"{rows}.ev_recipient", idempotency_key=_CLIENT_KEY.format(r=rows),
+        campaign_id=f"{rows}.ev_campaign", stream=f"{rows}.ev_stream",
+        provider=f"NULLIF({rows}.ev_provider, '')", error=f"NULLIF({rows}.ev_error, '')", **(extra or {}))
+    return events_insert_sql(rows=rows, service=f"{rows}.ev_service", event_type=type_sql,
+                             message_id=f"{rows}.ev_message", occurred_at=occurred_at, data=data)
+
+
+def with_events(change: str, returning: str, event_type: str | EventType, *, alias: str,
+                occurred_at: str = "statement_timestamp()", prefix: str = "") -> str:
+    """`change` (an UPDATE or INSERT without RETURNING, its target named `alias`) returning
+    `returning` (its own items, as the caller reads them), and writing the events of the rows it
+    changed. `prefix`: CTEs the change reads (without WITH, ending with a comma)."""
+    own = ", ".join(item.strip().rsplit(" ", 1)[-1].split(".")[-1] for item in returning.split(","))
+    return (f"WITH {prefix}changed AS ({change} RETURNING {returning}, {event_columns(alias)}), "
+            f"ev AS ({message_events_sql('changed', event_type, occurred_at=occurred_at)}) "
+            f"SELECT {own} FROM changed")
