@@ -29,6 +29,15 @@ def message_data_sql(**expressions: str) -> str:
     return f"jsonb_build_object({pairs})"
 
 
+def recipient_data_sql(**expressions: str) -> str:
+    """A recipient event's `data` as one SQL expression, as `message_data_sql`."""
+    unknown = set(expressions) - set(RECIPIENT_FIELDS)
+    if unknown:
+        raise ValueError(f"not recipient event fields: {sorted(unknown)}")
+    pairs = ", ".join(f"'{name}', {expressions.get(name, 'NULL')}" for name in RECIPIENT_FIELDS)
+    return f"jsonb_build_object({pairs})"
+
+
 def message_data(**values: Any) -> dict[str, Any]:
     """A message event's `data` from Python values (missing fields are None)."""
     unknown = set(values) - set(MESSAGE_FIELDS)

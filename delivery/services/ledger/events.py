@@ -11,6 +11,12 @@ records the type, after the join with RecordedEventTypes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import datetime
+
+from django.db import connection
+
+from delivery.services.ledger.sql import TABLE
 from eventlog.payloads import message_data_sql
 from eventlog.types import EventType
 from eventlog.writes import events_insert_sql
@@ -40,15 +46,16 @@ def status_event_sql(status_column: str, mapping: dict[str, EventType]) -> str:
 
 
 def message_events_sql(rows: str, event_type: str | EventType, *, occurred_at: str = "statement_timestamp()",
-                       extra: dict[str, str] | None = None) -> str:
-    """The INSERT of one event per row of the CTE `rows` (which returned `event_columns`), of
-    `event_type` (an EventType, or a SQL expression such as `status_event_sql`'s)."""
+                       extra: dict[str, str] | None = None, source: str = "") -> str:
+    """The INSERT of one event per row of the CTE `rows` (which returned `event_columns`; or
+    `source`, a FROM item aliased `rows`), of `event_type` (an EventType, or a SQL expression
+    such as `status_event_sql`'s). `extra`: more payload fields, or other expressions for them."""
     type_sql = f"'{event_type.value}'::varchar" if isinstance(event_type, EventType) else event_type
-    data = message_data_sql(
-        recipient=f"{rows}.ev_recipient", idempotency_key=_CLIENT_KEY.format(r=rows),
-        campaign_id=f"{rows}.ev_campaign", stream=f"{rows}.ev_stream",
-        provider=f"NULLIF({rows}.ev_provider, '')", error=f"NULLIF({rows}.ev_error, '')", **(extra or {}))
-    return events_insert_sql(rows=rows, service=f"{rows}.ev_service", event_type=type_sql,
+    fields = {"recipient": f"{rows}.ev_recipient", "idempotency_key": _CLIENT_KEY.format(r=rows),
+              "campaign_id": f"{rows}.ev_campaign", "stream": f"{rows}.ev_stream",
+              "provider": f"NULLIF({rows}.ev_provider, '')", "error": f"NULLIF({rows}.ev_error, '')"}
+    data = message_data_sql(**{**fields, **(extra or {})})
+    return events_insert_sql(rows=source or rows, service=f"{rows}.ev_service", event_type=type_sql,
                              message_id=f"{rows}.ev_message", occurred_at=occurred_at, data=data)
 
 
@@ -61,3 +68,21 @@ def with_events(change: str, returning: str, event_type: str | EventType, *, ali
     return (f"WITH {prefix}changed AS ({change} RETURNING {returning}, {event_columns(alias)}), "
             f"ev AS ({message_events_sql('changed', event_type, occurred_at=occurred_at)}) "
             f"SELECT {own} FROM changed")
+
+
+def reported_events_record(items: Sequence[tuple[int, EventType, datetime, str | None]]) -> int:
+    """The events of what the ESPs reported, [(message id, type, when, bounce type)], each with
+    its message's references, in one INSERT inside the caller's transaction (the one that
+    applies the statuses: feedback.services.processing). How many were written."""
+    if not items:
+        return 0
+    source = (f"(SELECT {event_columns('m')}, v.type AS ev_type, v.at AS ev_at, v.bounce AS ev_bounce "
+              f"FROM unnest(%s::bigint[], %s::varchar[], %s::timestamptz[], %s::varchar[]) "
+              f"AS v(id, type, at, bounce) JOIN {TABLE} m ON m.id = v.id) r")
+    sql = message_events_sql("r", "r.ev_type", occurred_at="r.ev_at", source=source,
+                             extra={"bounce_type": "r.ev_bounce", "error": "NULL"})
+    params = [[item[0] for item in items], [str(item[1].value) for item in items],
+              [item[2] for item in items], [item[3] for item in items]]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
