@@ -75,6 +75,7 @@ def test_webhook_events_are_recorded_once_each(live_server, webhook_keys):  # no
 
 
 def test_the_one_click_link_records_one_unsubscribe_however_often_it_is_posted():
+    """...and the contact's QUEUED campaign row it withholds records message.suppressed."""
     owner = factories.owner()
     _record_all(owner)
     version = factories.template_version()
@@ -87,8 +88,10 @@ def test_the_one_click_link_records_one_unsubscribe_however_often_it_is_posted()
         response = Client().post(url, "List-Unsubscribe=One-Click",
                                  content_type="application/x-www-form-urlencoded")
         assert response.status_code == 200
-    (event,) = ServiceEvent.objects.filter(service=owner)
-    assert (event.type, event.message_id) == ("recipient.unsubscribed", None)
+    # The unsubscribe, and the contact's waiting campaign row withheld by the same click.
+    assert _events(owner) == Counter({(None, "recipient.unsubscribed"): 1,
+                                      (message.id, "message.suppressed"): 1})
+    event = ServiceEvent.objects.get(service=owner, type="recipient.unsubscribed")
     assert event.data == {"recipient": "ada@x.io", "topic": None, "subscribed": False, "source": "link",
                           "campaign_id": campaign.pk}
 
