@@ -69,6 +69,8 @@ class EventSerializer(serializers.Serializer):
     provider = serializers.CharField(allow_null=True, required=False)
     error = serializers.CharField(allow_null=True, required=False)
     bounce_type = serializers.CharField(allow_null=True, required=False)
+    test = serializers.BooleanField(allow_null=True, required=False,
+                                    help_text="A test key's message (the sandbox settled it).")
     topic = serializers.CharField(allow_null=True, required=False, help_text="recipient.*: the topic's name.")
     subscribed = serializers.BooleanField(allow_null=True, required=False)
     source = serializers.CharField(allow_null=True, required=False)
@@ -98,7 +100,7 @@ class EventListApi(APIView):
             "events": [{"id": "812", "type": "message.sent", "occurred_at": "2026-12-04T10:00:01Z",
                         "message_id": 42, "recipient": "ada@example.com", "idempotency_key": "otp-7",
                         "campaign_id": None, "stream": "transactional", "provider": "smtp",
-                        "error": None, "bounce_type": None}],
+                        "error": None, "bounce_type": None, "test": False}],
             "next": "MTIzNDU2LjgxMg"})],
     )
     def get(self, request: Request) -> Response:

@@ -14,7 +14,7 @@ from typing import Any
 from eventlog.models import ServiceEvent
 
 MESSAGE_FIELDS: tuple[str, ...] = (
-    "recipient", "idempotency_key", "campaign_id", "stream", "provider", "error", "bounce_type",
+    "recipient", "idempotency_key", "campaign_id", "stream", "provider", "error", "bounce_type", "test",
 )
 RECIPIENT_FIELDS: tuple[str, ...] = ("recipient", "topic", "subscribed", "source", "campaign_id")
 

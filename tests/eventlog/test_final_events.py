@@ -61,3 +61,12 @@ def test_a_service_that_records_only_some_types_gets_only_those():
     ledger.messages_mark_final(message_ids=[failed], token=token, status=Status.FAILED, error="550")
     messages_dead_letter(message_ids=[dead], token=token, error="gone")
     assert _types() == [(dead, "message.dead_lettered")]
+
+
+def test_a_test_keys_message_is_told_apart():
+    RecordedEventTypes.objects.create(service=factories.owner(), types=list(ALL_EVENT_TYPES))
+    (live, sandboxed), token = _claimed(2)
+    EmailMessage.objects.filter(pk=sandboxed).update(key_type="test")
+    ledger.messages_mark_final(message_ids=[live, sandboxed], token=token, status=Status.FAILED, error="x")
+    flags = dict(ServiceEvent.objects.values_list("message_id", "data__test"))
+    assert flags == {live: False, sandboxed: True}

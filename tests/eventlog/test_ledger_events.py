@@ -79,5 +79,6 @@ def test_each_message_records_accepted_and_sent_once_and_a_silent_service_nothin
     keyed = ServiceEvent.objects.get(service=owner, type=EventType.SENT, data__idempotency_key="a-k")
     assert keyed.data["recipient"] == "a-0@example.com"
     assert keyed.data["provider"] == "smtp" and keyed.data["stream"] == "transactional"
+    assert keyed.data["test"] is False and keyed.data["bounce_type"] is None
     received = Counter(smtp_server.handler.ids())
     assert sorted(m for m in everything if received[str(m)] != 1) == []

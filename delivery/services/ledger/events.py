@@ -16,6 +16,7 @@ from datetime import datetime
 
 from django.db import connection
 
+from clients.key_types import KeyType
 from delivery.services.ledger.sql import TABLE
 from eventlog.payloads import message_data_sql
 from eventlog.types import EventType
@@ -24,7 +25,7 @@ from eventlog.writes import events_insert_sql
 _COLUMNS = {
     "ev_message": "id", "ev_service": "client_id", "ev_recipient": "recipient", "ev_key": "idempotency_key",
     "ev_campaign": "campaign_id", "ev_stream": "stream", "ev_provider": "provider", "ev_error": "error",
-    "ev_status": "status",
+    "ev_status": "status", "ev_key_type": "key_type",
 }
 
 
@@ -53,7 +54,9 @@ def message_events_sql(rows: str, event_type: str | EventType, *, occurred_at: s
     type_sql = f"'{event_type.value}'::varchar" if isinstance(event_type, EventType) else event_type
     fields = {"recipient": f"{rows}.ev_recipient", "idempotency_key": _CLIENT_KEY.format(r=rows),
               "campaign_id": f"{rows}.ev_campaign", "stream": f"{rows}.ev_stream",
-              "provider": f"NULLIF({rows}.ev_provider, '')", "error": f"NULLIF({rows}.ev_error, '')"}
+              "provider": f"NULLIF({rows}.ev_provider, '')", "error": f"NULLIF({rows}.ev_error, '')",
+              # A test key's message (the sandbox, issue 27): receivers may keep them apart.
+              "test": f"({rows}.ev_key_type = '{KeyType.TEST.value}')"}
     data = message_data_sql(**{**fields, **(extra or {})})
     return events_insert_sql(rows=source or rows, service=f"{rows}.ev_service", event_type=type_sql,
                              message_id=f"{rows}.ev_message", occurred_at=occurred_at, data=data)
