@@ -50,6 +50,10 @@ class ServiceEvent(models.Model):
             models.Index(fields=["service", "txid", "id"], name="svcevent_service_cursor_idx"),
             # Expiry by age.
             models.Index(fields=["recorded_at"], name="svcevent_recorded_idx"),
+            # `since=`: the oldest transaction that recorded a service's event since a time,
+            # read from the index alone (eventlog.selectors.since_cursor).
+            models.Index(fields=["service", "recorded_at"], include=["txid"],
+                         name="svcevent_service_since_idx"),
         ]
 
     def __str__(self) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection
+from datetime import datetime
 
 from django.db import connection
 
@@ -17,6 +18,10 @@ _EVENTS_AFTER = (
     " AND txid < pg_snapshot_xmin(pg_current_snapshot()){types}"
     " ORDER BY txid, id LIMIT %s"
 )
+
+
+# A cursor's id past any event's: (txid, _PAST_EVERY_ID) is after every event of txid.
+_PAST_EVERY_ID = 2**62
 
 
 def events_after(
@@ -43,4 +48,35 @@ def settled_horizon_cursor() -> EventCursor:
     with connection.cursor() as cur:
         cur.execute("SELECT pg_snapshot_xmin(pg_current_snapshot())::text")
         (xmin,) = cur.fetchone()
-    return EventCursor(int(xmin) - 1, 2**62)
+    return EventCursor(int(xmin) - 1, _PAST_EVERY_ID)
+
+
+def since_cursor(service_id: str, since: datetime) -> EventCursor:
+    """Where a reader that wants the service's events recorded at or after `since` starts: just
+    below the oldest transaction that recorded one (index-only, on (service, recorded_at)
+    INCLUDE txid), or below every running transaction when none is settled yet. It may also
+    return a few events of a transaction that began before `since` and wrote after it: a
+    reader is told "at least from then", never a gap."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT min(txid)::text FROM eventlog_serviceevent WHERE service_id = %s"
+                    " AND recorded_at >= %s", [service_id, since])
+        (oldest,) = cur.fetchone()
+    horizon = settled_horizon_cursor()
+    if oldest is None:
+        return horizon
+    return min(horizon, EventCursor(int(oldest) - 1, _PAST_EVERY_ID))
+
+
+def events_page(
+    service_id: str, cursor: EventCursor, limit: int, types: Collection[str] | None = None,
+) -> tuple[list[ServiceEvent], EventCursor]:
+    """A reader's page: up to `limit` settled events after `cursor`, and the cursor to go on
+    from. A short page has examined every event settled when it was read, so its cursor moves
+    on to that horizon (taken before the read: the read's own horizon is at least as far), and
+    a filtered poller never walks the same passed-over events twice."""
+    horizon = settled_horizon_cursor()
+    events = events_after(service_id, cursor, limit, types)
+    last = cursor_of(events[-1]) if events else cursor
+    if len(events) < limit:
+        return events, max(last, horizon, cursor)
+    return events, last

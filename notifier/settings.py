@@ -262,6 +262,9 @@ NOTIFIER_PUBLIC_URL = env.str("NOTIFIER_PUBLIC_URL", default="http://127.0.0.1:8
 # How long a preference page link (`{{ preferences_url }}`, broadcast mail's footer) opens the
 # page; each new email carries a fresh one (consent/tokens.py).
 NOTIFIER_PREFERENCE_LINK_DAYS = env.int("NOTIFIER_PREFERENCE_LINK_DAYS", default=90)
+# How long the service event log keeps an event (GET /api/v1/events, status callbacks catch up
+# from it); older ones are deleted by `purge_messages` (decision 115).
+NOTIFIER_EVENT_LOG_DAYS = env.int("NOTIFIER_EVENT_LOG_DAYS", default=30)
 
 # --- API ---------------------------------------------------------------------------------------
 REST_FRAMEWORK = {

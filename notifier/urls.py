@@ -19,6 +19,7 @@ api_v1 = [
     path("api/v1/providers", ProviderListApi.as_view(), name="provider-list"),
     path("", include("clients.urls")),  # the service, its keys and team list
     path("", include("clients.oauth_urls")),  # OAuth2 clients and POST /oauth/token
+    path("", include("eventlog.urls")),  # GET /api/v1/events: the service's own event log
 ]
 
 api_docs = [

@@ -31,9 +31,15 @@ from clients.models import Service
 from core.priorities import Priority
 from delivery.models import EmailMessage
 from delivery.services.dispatch import messages_enqueue
+from delivery.services.ledger.events import with_events
 from scheduling.services.due import messages_schedule
 from templates.models import TemplateVersion
-from transactional.services import client_idempotency_key, message_fingerprint, replay_fingerprint
+from transactional.services import (
+    ACCEPT_EVENT,
+    client_idempotency_key,
+    message_fingerprint,
+    replay_fingerprint,
+)
 
 Status = EmailMessage.Status
 logger = logging.getLogger(__name__)
@@ -110,11 +116,13 @@ def _insert_statement(broadcast: bool) -> tuple[str, tuple[object, ...]]:
     values += [f"v.{field.column}" for field in row_fields if field.name != "status"]
     values += [f"CASE WHEN v.suppressed THEN '{Status.SUPPRESSED}' ELSE v.status END",
                "CASE WHEN v.suppressed THEN 'suppressed' ELSE '' END", *(["%s"] * len(defaulted))]
-    sql = (f"INSERT INTO {meta.db_table} ({', '.join(columns)}) "
-           f"SELECT {', '.join(values)} FROM ("
-           f"SELECT u.*, {suppressed} AS suppressed "
-           f"FROM {rows.format(arrays=arrays, names=names)}) v ORDER BY v.n "
-           "ON CONFLICT (idempotency_key) DO NOTHING RETURNING id, status, idempotency_key")
+    insert = (f"INSERT INTO {meta.db_table} ({', '.join(columns)}) "
+              f"SELECT {', '.join(values)} FROM ("
+              f"SELECT u.*, {suppressed} AS suppressed "
+              f"FROM {rows.format(arrays=arrays, names=names)}) v ORDER BY v.n "
+              "ON CONFLICT (idempotency_key) DO NOTHING")
+    # The same statement writes each new row's accepted (or suppressed) event (decision 115).
+    sql = with_events(insert, "id, status, idempotency_key", ACCEPT_EVENT, alias=meta.db_table)
     defaults = tuple(field.get_db_prep_save(field.get_default(), connection) for field in defaulted)
     return sql, defaults
 

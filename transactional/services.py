@@ -33,6 +33,8 @@ from clients.models import Service
 from core.priorities import Priority
 from delivery.models import EmailMessage
 from delivery.services.dispatch import messages_enqueue
+from delivery.services.ledger.events import status_event_sql, with_events
+from eventlog.types import EventType
 from scheduling.services.due import messages_schedule
 from templates.models import TemplateVersion
 
@@ -112,12 +114,16 @@ _GIVEN = ("client", "recipient", "context", "template_version", "priority", "ide
 # The broadcast statement's one-row CTE: the send's address, scope, service and topic, named
 # once however often the consent check reads them.
 _BROADCAST_CTE = (
-    "WITH send AS (SELECT %s::varchar AS email, %s::boolean AS sandbox, %s::varchar AS service, "
+    "send AS (SELECT %s::varchar AS email, %s::boolean AS sandbox, %s::varchar AS service, "
     "%s::bigint AS topic), withheld AS (SELECT "
     f"({email_is_suppressed_sql('send.email', 'send.sandbox')} OR "
     f"{broadcast_withheld_sql('send.email', 'send.sandbox', 'send.service', 'send.topic')}) AS yes "
-    "FROM send) "
+    "FROM send), "
 )
+# The event each new row records (decision 115): accepted, or suppressed at accept.
+ACCEPT_EVENT = status_event_sql("changed.ev_status", {
+    Status.QUEUED: EventType.ACCEPTED, Status.SCHEDULED: EventType.ACCEPTED,
+    Status.SUPPRESSED: EventType.SUPPRESSED})
 
 
 @cache
@@ -139,9 +145,11 @@ def _insert_statement(stream: str) -> tuple[str, tuple[object, ...]]:
     placeholders[_GIVEN.index("metadata")] = "%s::jsonb"
     placeholders += [f"CASE WHEN {suppressed} THEN %s ELSE %s END",
                      f"CASE WHEN {suppressed} THEN %s ELSE '' END", *(["%s"] * len(defaulted))]
-    sql = (f"{_BROADCAST_CTE if broadcast else ''}"
-           f"INSERT INTO {meta.db_table} ({', '.join(columns)}) VALUES ({', '.join(placeholders)}) "
-           "ON CONFLICT (idempotency_key) DO NOTHING RETURNING id, status, error")
+    insert = (f"INSERT INTO {meta.db_table} ({', '.join(columns)}) VALUES ({', '.join(placeholders)}) "
+              "ON CONFLICT (idempotency_key) DO NOTHING")
+    # The same statement writes the accepted (or suppressed) event, for a service recording it.
+    sql = with_events(insert, "id, status, error", ACCEPT_EVENT, alias=meta.db_table,
+                      prefix=_BROADCAST_CTE if broadcast else "")
     defaults = tuple(field.get_db_prep_save(field.get_default(), connection) for field in defaulted)
     return sql, defaults
 

@@ -18,6 +18,9 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from audience.models import ConsentChange, Contact, Suppression, Topic, TopicSubscription
+from eventlog.payloads import recipient_data
+from eventlog.types import EventType
+from eventlog.writes import NewEvent, events_record
 
 Source = ConsentChange.Source
 SUBSCRIPTION_TABLE = TopicSubscription._meta.db_table
@@ -146,7 +149,15 @@ def _topic_state_locked(subject: ConsentSubject, topic: Topic, at: datetime) -> 
 
 def _record(subject: ConsentSubject, topic: Topic | None, subscribed: bool, source: str,
             campaign_id: int | None, at: datetime) -> None:
+    """The history row and, in the same transaction, the service's event (decision 115): a
+    leave (the broadcast stream or a topic) is recipient.unsubscribed, a join
+    recipient.preferences_changed."""
     ConsentChange.objects.create(
         client_id=subject.service_id, email=subject.email, topic=topic, subscribed=subscribed, source=source,
         campaign_id=campaign_id, occurred_at=at,
     )
+    events_record([NewEvent(
+        service_id=subject.service_id, message_id=None, occurred_at=at,
+        type=EventType.PREFERENCES_CHANGED if subscribed else EventType.UNSUBSCRIBED,
+        data=recipient_data(recipient=subject.email, topic=topic.name if topic else None,
+                            subscribed=subscribed, source=source, campaign_id=campaign_id))])

@@ -14,6 +14,9 @@ from __future__ import annotations
 from django.db.backends.utils import CursorWrapper
 
 from audience.models import ConsentChange, Suppression, Topic, TopicSubscription
+from eventlog.payloads import recipient_data_sql
+from eventlog.types import EventType
+from eventlog.writes import events_insert_sql
 
 SUBSCRIPTION_TABLE = TopicSubscription._meta.db_table
 CHANGE_TABLE = ConsentChange._meta.db_table
@@ -42,10 +45,21 @@ WITH chosen AS (
   UPDATE {SUBSCRIPTION_TABLE} s SET subscribed = chosen.subscribed, updated_at = now()
   FROM chosen WHERE s.id = chosen.id AND s.subscribed IS DISTINCT FROM chosen.subscribed
   RETURNING s.topic_id, s.email, s.subscribed
-)
-INSERT INTO {CHANGE_TABLE} (client_id, email, topic_id, subscribed, source, occurred_at)
-SELECT %s, email, topic_id, subscribed, %s, now() FROM changed
+), recorded AS (
+  INSERT INTO {CHANGE_TABLE} (client_id, email, topic_id, subscribed, source, occurred_at)
+  SELECT %s, email, topic_id, subscribed, %s, now() FROM changed
+  RETURNING client_id, email, topic_id, subscribed, source, occurred_at
+), ev AS ({{events}})
+SELECT count(*) FROM recorded
 """
+# Each change's service event (decision 115), for a service that records its type.
+_EVENTS = events_insert_sql(
+    rows=f"recorded JOIN {TOPIC_TABLE} et ON et.id = recorded.topic_id", service="recorded.client_id",
+    event_type=(f"(CASE WHEN recorded.subscribed THEN '{EventType.PREFERENCES_CHANGED.value}' "
+                f"ELSE '{EventType.UNSUBSCRIBED.value}' END)::varchar"),
+    message_id="NULL::bigint", occurred_at="recorded.occurred_at",
+    data=recipient_data_sql(recipient="recorded.email", topic="et.name", subscribed="recorded.subscribed",
+                            source="recorded.source"))
 
 
 def topic_choices_apply(cursor: CursorWrapper, *, service_id: str, choices_sql: str, params: list,
@@ -53,8 +67,8 @@ def topic_choices_apply(cursor: CursorWrapper, *, service_id: str, choices_sql: 
     """Apply the choices `choices_sql` (with `params`) selects, in the caller's transaction;
     the number of changes recorded. Their topics must be the service's own."""
     cursor.execute(_DEFAULT_ROWS.format(choices=choices_sql), params)
-    cursor.execute(_CHANGES.format(choices=choices_sql), [*params, service_id, source])
-    return cursor.rowcount
+    cursor.execute(_CHANGES.format(choices=choices_sql, events=_EVENTS), [*params, service_id, source])
+    return cursor.fetchone()[0]
 
 
 def everywhere_suppressed(emails: list[str]) -> dict[str, str]:

@@ -18,6 +18,7 @@ from django.utils import timezone
 from delivery.models import DeadLetter, DeliveryAttempt, EmailMessage
 from delivery.services import ledger
 from delivery.services.dispatch import messages_enqueue
+from eventlog.types import EventType
 
 logger = logging.getLogger(__name__)
 Status = EmailMessage.Status
@@ -55,7 +56,8 @@ def messages_dead_letter(*, message_ids: Sequence[int], token: str, error: str) 
         )
         final = f"dead-lettered: {error}"
         changed = ledger.messages_mark_final(
-            message_ids=[m.id for m in owned], token=token, status=Status.FAILED, error=final
+            message_ids=[m.id for m in owned], token=token, status=Status.FAILED, error=final,
+            event=EventType.DEAD_LETTERED,
         )
         DeadLetter.objects.bulk_create(
             DeadLetter(message=m, payload=_payload(m), attempts=_attempts(m.id), final_error=error[:2000])

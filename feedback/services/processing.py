@@ -17,7 +17,9 @@ from django.db import connection, transaction
 
 from clients.key_types import KeyType
 from delivery.models import EmailMessage
+from delivery.services import ledger
 from delivery.services.ambiguity import provider_events_seen
+from eventlog.types import EventType as ServiceEventType
 from feedback.normalize import NormalizedEvent
 from feedback.services.counters import campaign_counters_increment
 from feedback.services.events import StoredEvent, events_store
@@ -27,6 +29,13 @@ from feedback.services.statuses import ambiguous_messages_reconcile, message_sta
 from feedback.services.suppression import suppressions_from_events
 
 logger = logging.getLogger(__name__)
+# The service's event of each first-occurrence mark (feedback.services.marks); a soft bounce
+# and an unsubscribe have none here (the latter is consent's recipient.unsubscribed).
+_MARK_EVENTS = {
+    "delivered": ServiceEventType.DELIVERED, "opened": ServiceEventType.OPENED,
+    "clicked": ServiceEventType.CLICKED, "bounced": ServiceEventType.BOUNCED,
+    "complained": ServiceEventType.COMPLAINED, "dropped": ServiceEventType.FAILED,
+}
 
 
 @dataclass
@@ -94,8 +103,14 @@ def _apply(stored: list[StoredEvent], report: ProcessReport) -> None:
     if ambiguous:
         ambiguous_messages_reconcile(events=ambiguous)
     provider_events_seen(sent_until=_events_reach(known))
-    new_marks, moved_marks = marks_record(marks=marks_from_events(known))
+    marks = marks_from_events(known)
+    new_marks, moved_marks = marks_record(marks=marks)
     report.new_marks = len(new_marks)
+    # The service's events: a message's first delivery, open, click, hard bounce, complaint or
+    # drop, once each (the mark's first insert), in this transaction (decision 115).
+    ledger.reported_events_record([(mid, _MARK_EVENTS[name], marks[(mid, name)],
+                                    "hard" if name == "bounced" else None)
+                                   for mid, name in sorted(new_marks) if name in _MARK_EVENTS])
     # Only messages whose marks changed can change status or timestamps: a repeated open of an
     # already-opened message costs no UPDATE (messages still SENDING are re-applied by a task).
     changed = {mid for mid, _ in new_marks | moved_marks}

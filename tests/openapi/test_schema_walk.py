@@ -32,6 +32,7 @@ WALK = [
     "PUT /api/v1/templates/{template_id}", "POST /api/v1/templates/{template_id}/render",
     "POST /api/v1/messages", "POST /api/v1/messages/batch", "GET /api/v1/messages/{message_id}",
     "GET /api/v1/messages", "GET /api/v1/messages/{message_id}/events", "GET /api/v1/messages/ambiguous",
+    "GET /api/v1/events",
     "POST /api/v1/schedules/cancel",
     "POST /api/v1/contacts/bulk", "POST /api/v1/lists", "GET /api/v1/lists",
     "POST /api/v1/segments", "GET /api/v1/segments", "GET /api/v1/templates/{template_id}/preview",

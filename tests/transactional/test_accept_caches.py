@@ -55,7 +55,7 @@ def test_a_send_reads_neither_key_nor_hold_nor_template_again(api, otp_template,
     with CaptureQueriesContext(connection) as queries:
         assert api.post("/api/v1/messages", OTP, format="json").status_code == 202
     statements = [query["sql"] for query in queries]
-    assert len(statements) == 1 and statements[0].startswith("INSERT INTO delivery_emailmessage"), statements
+    assert len(statements) == 1 and "INSERT INTO delivery_emailmessage" in statements[0], statements
 
 
 def test_a_new_template_version_is_sent_by_every_web_process_at_once(process_env, api_key,

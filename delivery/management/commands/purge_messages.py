@@ -3,7 +3,9 @@
 Retention: deletes messages created more than DAYS ago that are in a final state (with their
 attempts and events), oldest first, one batch per transaction. Messages still in flight
 (QUEUED, SCHEDULED, SENDING, AMBIGUOUS) are never purged. Resumable: every committed batch
-stays deleted; run the command again to continue. Expired Idempotency-Key records go too.
+stays deleted; run the command again to continue. Expired Idempotency-Key records go too, and
+the service event log's events older than NOTIFIER_EVENT_LOG_DAYS (the scheduler also expires
+them, a bounded step a minute).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from django.utils import timezone
 from clients.models import IdempotencyRecord
 from core.ops import command_stderr, id_batches, progress
 from delivery.models import EmailMessage
+from eventlog.expiry import events_expire, expiry_cutoff
 
 Status = EmailMessage.Status
 IN_FLIGHT = (Status.QUEUED, Status.SCHEDULED, Status.SENDING, Status.AMBIGUOUS)
@@ -51,4 +54,6 @@ class Command(BaseCommand):
             bar.update(len(rows))
         bar.close()
         expired, _ = IdempotencyRecord.objects.filter(expires_at__lt=timezone.now()).delete()
-        self.stdout.write(f"purged {purged} messages, {expired} expired idempotency records")
+        events = events_expire(older_than=expiry_cutoff(), batch_size=options["batch_size"])
+        self.stdout.write(f"purged {purged} messages, {expired} expired idempotency records, "
+                          f"{events} expired events")

@@ -28,6 +28,7 @@ from delivery.services.ledger.campaign_rows import (
     campaign_unstarted_claims_set,
     contact_campaign_messages_suppress,
 )
+from delivery.services.ledger.events import reported_events_record
 from delivery.services.ledger.operator_rows import message_unsent_cancel
 from delivery.services.ledger.reported import REPORTED_RANK, reported_statuses_apply
 from delivery.services.ledger.requeues import (
@@ -102,6 +103,7 @@ __all__ = [
     "messages_release",
     "orphaned_messages_claim_requeue",
     "queued_transactional_requeue",
+    "reported_events_record",
     "reported_statuses_apply",
     "scheduled_messages_cancel",
     "scheduled_messages_fence",

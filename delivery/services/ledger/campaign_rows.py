@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from django.db import connection
 
-from delivery.models import EmailMessage
+from delivery.services.ledger.events import with_events
 from delivery.services.ledger.sql import (
     ORDERED_INDEX_WALK,
     TABLE,
@@ -18,6 +18,7 @@ from delivery.services.ledger.sql import (
     unsent_params,
     with_local_settings,
 )
+from eventlog.types import EventType
 
 
 def campaign_unstarted_claims_set(*, campaign_id: int, status: str) -> int:
@@ -82,7 +83,11 @@ def contact_campaign_messages_suppress(
     *, contact_id: int, error: str, statuses: Sequence[str] = (Status.QUEUED,)
 ) -> int:
     """Unsent campaign rows of a contact who unsubscribed (QUEUED) or is being deleted (QUEUED
-    and SCHEDULED) -> SUPPRESSED (claimed ones are dropped by the send path's own check)."""
-    return EmailMessage.objects.filter(
-        contact_id=contact_id, campaign__isnull=False, status__in=statuses
-    ).update(status=Status.SUPPRESSED, error=error)
+    and SCHEDULED) -> SUPPRESSED (claimed ones are dropped by the send path's own check), each
+    recording message.suppressed in the same statement (decision 115)."""
+    change = (f"UPDATE {TABLE} SET status = %s, error = %s WHERE contact_id = %s "
+              f"AND campaign_id IS NOT NULL AND status = ANY(%s)")
+    with connection.cursor() as cursor:
+        cursor.execute(with_events(change, "id", EventType.SUPPRESSED, alias=TABLE),
+                       [Status.SUPPRESSED, error, contact_id, list(statuses)])
+        return cursor.rowcount

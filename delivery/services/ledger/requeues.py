@@ -7,12 +7,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from django.db import connection
-from django.db.models import Q
 from django.utils import timezone
 
 from delivery.extensions import claim_guard_sql, requeue_guard_sql
 from delivery.models import EmailMessage
+from delivery.services.ledger.events import with_events
 from delivery.services.ledger.sql import TABLE, Status, placeholders
+from eventlog.types import EventType
 
 
 def failed_messages_requeue(*, message_ids: Sequence[int], error: str) -> list[tuple[int, int]]:
@@ -81,10 +82,15 @@ def ambiguous_message_requeue(*, message_id: int, error: str) -> int | None:
 def handed_over_message_mark_sent(
     *, message_id: int, provider: str, provider_message_id: str, error: str
 ) -> bool:
-    """AMBIGUOUS, or SENDING after the hand-off -> SENT: reconciliation found the ESP accepted it."""
-    handed_over = Q(status=Status.AMBIGUOUS) | Q(status=Status.SENDING, send_started_at__isnull=False)
-    fields: dict[str, object] = {"status": Status.SENT, "provider": provider,
-                                 "sent_at": timezone.now(), "error": error}
-    if provider_message_id:
-        fields["provider_message_id"] = provider_message_id
-    return bool(EmailMessage.objects.filter(handed_over, id=message_id).update(**fields))
+    """AMBIGUOUS, or SENDING after the hand-off -> SENT: reconciliation found the ESP accepted
+    it. The sent event is written by the same statement (decision 115)."""
+    change = (
+        f"UPDATE {TABLE} SET status = %s, provider = %s, sent_at = %s, error = %s, "
+        f"provider_message_id = CASE WHEN %s <> '' THEN %s ELSE provider_message_id END "
+        f"WHERE id = %s AND (status = %s OR (status = %s AND send_started_at IS NOT NULL))"
+    )
+    params = [Status.SENT, provider, timezone.now(), error, provider_message_id, provider_message_id,
+              message_id, Status.AMBIGUOUS, Status.SENDING]
+    with connection.cursor() as cursor:
+        cursor.execute(with_events(change, "id", EventType.SENT, alias=TABLE), params)
+        return cursor.fetchone() is not None

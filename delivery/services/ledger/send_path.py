@@ -20,6 +20,7 @@ from django.utils import timezone
 from audience.selectors import message_withheld_sql
 from delivery.extensions import claim_guard_sql
 from delivery.models import EmailMessage
+from delivery.services.ledger.events import status_event_sql, with_events
 from delivery.services.ledger.sql import (
     QUEUED_OR_MINE,
     TABLE,
@@ -30,6 +31,7 @@ from delivery.services.ledger.sql import (
     without_flush_wait,
 )
 from delivery.services.ledger.unflushed import SentMark, recent, sent_marks_remember, server_start_read
+from eventlog.types import EventType
 
 
 def messages_claim(*, message_ids: Sequence[int], token: str) -> list[tuple[int, int]]:
@@ -56,6 +58,10 @@ def messages_claim(*, message_ids: Sequence[int], token: str) -> list[tuple[int,
 
 # The error a row gets when its address was suppressed when its send was decided.
 SUPPRESSED_ERROR = "suppressed"
+# A hand-off's rows that turned out suppressed record message.suppressed (the others nothing).
+_HAND_OFF_EVENT = status_event_sql("changed.ev_status", {Status.SUPPRESSED: EventType.SUPPRESSED})
+# The final marks' events; AMBIGUOUS records none (it is not an outcome the client can act on).
+_FINAL_EVENT = {Status.FAILED: EventType.FAILED, Status.SUPPRESSED: EventType.SUPPRESSED}
 
 
 @dataclass(frozen=True)
@@ -77,15 +83,15 @@ def hand_off_sql(where: str) -> str:
     bounce arriving while the batch renders, F17) must still stop the send: this write, right
     before the provider call, is the send path's last look (docs/decisions.md 91)."""
     suppressed = message_withheld_sql("m", message_is_test_sql("m"))
-    return (
+    return with_events(
         f"UPDATE {TABLE} t SET send_started_at = CASE WHEN v.suppressed THEN NULL ELSE %s::timestamptz END, "
         f"status = CASE WHEN v.suppressed THEN %s ELSE t.status END, "
         f"error = CASE WHEN v.suppressed THEN %s ELSE t.error END, "
         f"provider = CASE WHEN v.suppressed THEN t.provider ELSE %s END "
         f"FROM (SELECT m.id, {suppressed} AS suppressed "
         f"FROM {TABLE} m WHERE m.id = ANY(%s)) v "
-        f"WHERE t.id = v.id AND {where} RETURNING t.id, t.status"
-    )
+        f"WHERE t.id = v.id AND {where}",
+        "t.id, t.status", _HAND_OFF_EVENT, alias="t")
 
 
 def hand_off_result(rows: Sequence[Sequence[object]]) -> HandOff:
@@ -143,7 +149,7 @@ def messages_claim_hand_off(
     started_at = started_at or timezone.now()
     mine = (f"({status_is(f'{TABLE}.status')} AND {TABLE}.claim_token = %s "
             f"AND {TABLE}.send_started_at = %s)")
-    sql = (
+    sql = with_events(
         f"UPDATE {TABLE} SET status = CASE WHEN v.suppressed THEN %s ELSE %s END, "
         f"send_started_at = CASE WHEN v.suppressed THEN NULL ELSE %s END, "
         f"error = CASE WHEN v.suppressed THEN %s ELSE {TABLE}.error END, "
@@ -152,9 +158,8 @@ def messages_claim_hand_off(
         f"FROM (SELECT m.id, {message_withheld_sql('m', message_is_test_sql('m'))} "
         f"AS suppressed FROM {TABLE} m WHERE m.id IN ({placeholders(message_ids)})) v "
         f"WHERE {TABLE}.id = v.id AND ({status_is(f'{TABLE}.status')} OR {mine}) "
-        f"AND {claim_guard_sql()} "
-        f"RETURNING {TABLE}.id, {TABLE}.status, {TABLE}.attempts"
-    )
+        f"AND {claim_guard_sql()}",
+        f"{TABLE}.id, {TABLE}.status, {TABLE}.attempts", _HAND_OFF_EVENT, alias=TABLE)
     params = [Status.SUPPRESSED, Status.SENDING, started_at, SUPPRESSED_ERROR, started_at, token, started_at,
               provider, *message_ids, Status.QUEUED, Status.SENDING, token, started_at]
     with connection.cursor() as cursor:
@@ -197,13 +202,11 @@ def messages_mark_sent(
     if not provider_ids:
         return 0
     values = ", ".join(["(%s, %s)"] * len(provider_ids))
-    sql = (
-        f"WITH v(id, pid) AS (VALUES {values}) "
+    sql = with_events(
         f"UPDATE {TABLE} SET status = %s, sent_at = %s, provider = %s, provider_message_id = v.pid, "
         f"error = '' FROM v WHERE {TABLE}.id = v.id AND ({TABLE}.status || '') IN (%s, %s) "
-        f"AND {TABLE}.claim_token = %s "
-        f"RETURNING {TABLE}.id"
-    )
+        f"AND {TABLE}.claim_token = %s",
+        f"{TABLE}.id", EventType.SENT, alias=TABLE, prefix=f"v(id, pid) AS (VALUES {values}), ")
     params: list[object] = [item for pair in provider_ids.items() for item in pair]
     params += [Status.SENT, timezone.now(), provider, Status.SENDING, Status.AMBIGUOUS, token]
     with connection.cursor() as cursor:
@@ -231,11 +234,22 @@ def sent_marks_rewrite(marks: list[SentMark]) -> int:
                                   remember=False) for mark in marks)
 
 
-def messages_mark_final(*, message_ids: Sequence[int], token: str, status: str, error: str) -> int:
-    """SENDING -> FAILED / AMBIGUOUS / SUPPRESSED with the reason."""
+def messages_mark_final(
+    *, message_ids: Sequence[int], token: str, status: str, error: str, event: EventType | None = None,
+) -> int:
+    """SENDING -> FAILED / AMBIGUOUS / SUPPRESSED with the reason, and in the same statement
+    the event of that outcome (`event`, else message.failed / message.suppressed; none for
+    AMBIGUOUS)."""
     if not message_ids:
         return 0
-    return _owned(message_ids, token).update(status=status, error=error[:2000])
+    sql = (f"UPDATE {TABLE} SET status = %s, error = %s "
+           f"WHERE id = ANY(%s) AND {status_is()} AND claim_token = %s")
+    event = event or _FINAL_EVENT.get(status)
+    if event is not None:
+        sql = with_events(sql, "id", event, alias=TABLE)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [status, error[:2000], list(message_ids), Status.SENDING, token])
+        return cursor.rowcount
 
 
 def messages_release(*, message_ids: Sequence[int], token: str, error: str = "") -> int:

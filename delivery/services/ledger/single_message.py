@@ -12,6 +12,7 @@ from django.utils import timezone
 from audience.selectors import message_withheld_sql
 from delivery.providers.base import Outcome, SendResult
 from delivery.services.ledger.attempts import attempts_insert_sql
+from delivery.services.ledger.events import event_columns, message_events_sql
 from delivery.services.ledger.prepared import execute_prepared
 from delivery.services.ledger.send_path import SUPPRESSED_ERROR, HandOff, hand_off_result, hand_off_sql
 from delivery.services.ledger.send_reads import (
@@ -23,6 +24,7 @@ from delivery.services.ledger.send_reads import (
 )
 from delivery.services.ledger.sql import QUEUED_OR_MINE, TABLE, Status, message_is_test_sql
 from delivery.services.ledger.unflushed import sent_marks_remember
+from eventlog.types import EventType
 
 
 def message_claim_for_send(*, message_id: int, token: str) -> ClaimedMessage | None:
@@ -55,7 +57,9 @@ def message_mark_sent_with_attempt(
     sql = (
         f"WITH sent AS (UPDATE {TABLE} SET status = %s, sent_at = %s, provider = %s, "
         f"provider_message_id = %s, error = '' WHERE id = %s AND (status || '') IN (%s, %s) "
-        f"AND claim_token = %s RETURNING id) "
+        f"AND claim_token = %s RETURNING id, {event_columns(TABLE)}), "
+        # The sent event, in the same statement (decision 115).
+        f"ev AS ({message_events_sql('sent', EventType.SENT)}) "
         f"{attempt} RETURNING message_id"
     )
     params = [Status.SENT, now, provider, provider_message_id, message_id, Status.SENDING,
