@@ -15,6 +15,7 @@ from eventlog.models import ServiceEvent
 
 MESSAGE_FIELDS: tuple[str, ...] = (
     "recipient", "idempotency_key", "campaign_id", "stream", "provider", "error", "bounce_type", "test",
+    "metadata",
 )
 RECIPIENT_FIELDS: tuple[str, ...] = ("recipient", "topic", "subscribed", "source", "campaign_id")
 

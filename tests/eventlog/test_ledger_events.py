@@ -39,9 +39,11 @@ def _send_mix(live_server, key: str, tag: str) -> tuple[set[int], int]:
     """Single sends (critical, one keyed), a batch of critical and normal items, one suppressed
     recipient: (the ids that must be SENT, the suppressed one's id)."""
     ids = {_post(live_server, key, "messages", _otp(f"{tag}-{i}@example.com", **(
-        {"idempotency_key": f"{tag}-k"} if i == 0 else {}))).json()["id"] for i in range(5)}
+        {"idempotency_key": f"{tag}-k", "metadata": {"order": f"{tag}-O1"}} if i == 0 else {}))
+    ).json()["id"] for i in range(5)}
     batch = _post(live_server, key, "messages/batch", {"messages": [
-        _otp(f"{tag}-b{i}@example.com", "critical" if i % 2 else "normal") for i in range(40)]})
+        _otp(f"{tag}-b{i}@example.com", "critical" if i % 2 else "normal",
+             **({"metadata": {"order": f"{tag}-B{i}", "n": i}} if i < 2 else {})) for i in range(40)]})
     assert batch.status_code == 202, batch.text[:300]
     ids |= {result["id"] for result in batch.json()["results"]}
     suppressed = _post(live_server, key, "messages", _otp(f"{tag}-gone@example.com"))
@@ -80,5 +82,13 @@ def test_each_message_records_accepted_and_sent_once_and_a_silent_service_nothin
     assert keyed.data["recipient"] == "a-0@example.com"
     assert keyed.data["provider"] == "smtp" and keyed.data["stream"] == "transactional"
     assert keyed.data["test"] is False and keyed.data["bounce_type"] is None
+    # The service's own references ride on every event of the message (decision 114).
+    for event_type in (EventType.ACCEPTED, EventType.SENT):
+        for recipient, metadata in (("a-0@example.com", {"order": "a-O1"}),
+                                    ("a-b0@example.com", {"order": "a-B0", "n": 0}),
+                                    ("a-b1@example.com", {"order": "a-B1", "n": 1}),
+                                    ("a-1@example.com", None)):
+            event = ServiceEvent.objects.get(service=owner, type=event_type, data__recipient=recipient)
+            assert event.data["metadata"] == metadata, (event_type, recipient, event.data)
     received = Counter(smtp_server.handler.ids())
     assert sorted(m for m in everything if received[str(m)] != 1) == []

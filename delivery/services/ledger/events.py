@@ -25,7 +25,7 @@ from eventlog.writes import events_insert_sql
 _COLUMNS = {
     "ev_message": "id", "ev_service": "client_id", "ev_recipient": "recipient", "ev_key": "idempotency_key",
     "ev_campaign": "campaign_id", "ev_stream": "stream", "ev_provider": "provider", "ev_error": "error",
-    "ev_status": "status", "ev_key_type": "key_type",
+    "ev_status": "status", "ev_key_type": "key_type", "ev_metadata": "metadata",
 }
 
 
@@ -56,7 +56,9 @@ def message_events_sql(rows: str, event_type: str | EventType, *, occurred_at: s
               "campaign_id": f"{rows}.ev_campaign", "stream": f"{rows}.ev_stream",
               "provider": f"NULLIF({rows}.ev_provider, '')", "error": f"NULLIF({rows}.ev_error, '')",
               # A test key's message (the sandbox, issue 27): receivers may keep them apart.
-              "test": f"({rows}.ev_key_type = '{KeyType.TEST.value}')"}
+              "test": f"({rows}.ev_key_type = '{KeyType.TEST.value}')",
+              # The service's own references (decision 114), so a receiver needs no lookup.
+              "metadata": f"{rows}.ev_metadata"}
     data = message_data_sql(**{**fields, **(extra or {})})
     return events_insert_sql(rows=source or rows, service=f"{rows}.ev_service", event_type=type_sql,
                              message_id=f"{rows}.ev_message", occurred_at=occurred_at, data=data)
