@@ -89,7 +89,7 @@ class CallbackReceiver:
 
     def accepted_event_ids(self) -> list[int]:
         """Every event id of every request answered 2xx, duplicates included, in arrival order."""
-        return [event["id"] for r in self.requests() if 200 <= r.status < 300 for event in r.events()]
+        return [int(event["id"]) for r in self.requests() if 200 <= r.status < 300 for event in r.events()]
 
     def wait_for_events(self, count: int, timeout: float = 30.0) -> list[int]:
         """The distinct accepted event ids once at least `count` arrived (or the timeout)."""

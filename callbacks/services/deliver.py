@@ -30,6 +30,7 @@ from callbacks.services.endpoints import endpoint_disable_failing, secrets_in_us
 from callbacks.signing import signed_headers
 from eventlog.cursor import EventCursor
 from eventlog.models import ServiceEvent
+from eventlog.payloads import event_payload
 from eventlog.selectors import cursor_of, events_after
 
 logger = logging.getLogger(__name__)
@@ -48,11 +49,6 @@ class DeliveryReport:
     disabled: bool = False
     more: bool = False  # the budget ran out with events left
     busy: bool = False  # another delivery holds the lease, or the endpoint is disabled
-
-
-def event_payload(event: ServiceEvent) -> dict:
-    return {"id": event.id, "type": event.type, "occurred_at": event.occurred_at,
-            "message_id": event.message_id, "data": event.data}
 
 
 def batch_body(events: list[ServiceEvent], max_bytes: int) -> tuple[bytes, list[ServiceEvent]]:
