@@ -25,7 +25,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import psutil
 
 from bench import harness
 from bench.pg_cpu import BackendCpu
@@ -44,22 +43,6 @@ def _embedded_services() -> list:
 
     servers = (embedded_postgres(harness.ROOT / "var"), embedded_redis(harness.ROOT / "var"))
     return [server for server in servers if server.start()]
-
-
-def _tree_cpu(pid: int) -> float:
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return 0.0
-    total = 0.0
-    for proc in procs:
-        try:
-            times = proc.cpu_times()
-            total += times.user + times.system
-        except psutil.NoSuchProcess:
-            continue
-    return total
 
 
 def _setup(events: int) -> tuple[int, str]:
@@ -93,7 +76,7 @@ def run(args: argparse.Namespace, receiver: CallbackReceiver) -> None:
         if args.fail_seconds:
             receiver.status = 500
             threading.Timer(args.fail_seconds, lambda: setattr(receiver, "status", 200)).start()
-        cpu_before = _tree_cpu(worker.process.pid)
+        cpu_before = harness.tree_cpu_seconds(worker.process.pid, reaped=True)
         with BackendCpu(database) as pg:
             started = time.monotonic()
             deadline = started + args.timeout
@@ -101,7 +84,7 @@ def run(args: argparse.Namespace, receiver: CallbackReceiver) -> None:
                 callbacks_dispatch_sweep()
                 time.sleep(0.5)
             elapsed = time.monotonic() - started
-        worker_cpu = _tree_cpu(worker.process.pid) - cpu_before
+        worker_cpu = harness.tree_cpu_seconds(worker.process.pid, reaped=True) - cpu_before
     finally:
         worker.stop()
     accepted = receiver.accepted_event_ids()
