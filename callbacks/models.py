@@ -61,6 +61,7 @@ class EndpointDelivery(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name_plural = "endpoint deliveries"
         indexes = [models.Index(fields=["endpoint", "id"], name="webhookdelivery_endpoint_idx")]
 
     @property

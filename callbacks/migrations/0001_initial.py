@@ -49,6 +49,9 @@ class Migration(migrations.Migration):
                 ('created_at', models.DateTimeField(auto_now_add=True)),
                 ('endpoint', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='deliveries', to='callbacks.webhookendpoint')),
             ],
+            options={
+                'verbose_name_plural': 'endpoint deliveries',
+            },
         ),
         migrations.AddIndex(
             model_name='webhookendpoint',
