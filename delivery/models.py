@@ -121,8 +121,11 @@ class EmailMessage(models.Model):
         indexes = [
             # Claim is by primary key; recovery scans stale SENDING/QUEUED/AMBIGUOUS rows.
             models.Index(fields=["status", "claimed_at"], name="msg_status_claimed_idx"),
-            # Campaign counters (GROUP BY status), pause/cancel/republish, CASCADE on delete.
-            models.Index(fields=["campaign", "status"], name="msg_campaign_status_idx"),
+            # Campaign counters (GROUP BY status), pause/cancel/republish, CASCADE on delete;
+            # and the log of one campaign, newest first within each status, the statuses merged
+            # (decision 116): a status change re-inserts the entry anyway, created_at never moves.
+            models.Index(F("campaign"), F("status"), F("created_at").desc(), F("id").desc(),
+                         name="msg_campaign_log_idx"),
             # The admin's search by address, for rows of no contact; a contact's rows (every
             # fan-out row) are found through the contact, so a fan-out pays no entry (decision 64).
             models.Index(fields=["recipient"], name="msg_recipient_idx", condition=Q(contact__isnull=True)),

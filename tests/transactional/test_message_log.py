@@ -88,6 +88,26 @@ def test_campaign(api, make):
     assert _ids(api.get(PATH, {"campaign": campaign.pk})) == [hit.pk]
 
 
+def test_a_campaigns_pages_merge_its_statuses_newest_first(api, make):
+    """Read one range per status (decision 116), the pages are still one newest-first walk."""
+    owner = factories.owner()
+    campaign = Campaign.objects.create(name="c2", client=owner,
+                                       template_version=factories.template_version(client=owner, name="camp"))
+    statuses = ["SENT", "QUEUED", "FAILED", "SENT", "SUPPRESSED", "SENT", "QUEUED"]
+    made = [make(minutes=50 - i, campaign=campaign, status=status) for i, status in enumerate(statuses * 2)]
+    make(minutes=0)  # newer, of no campaign
+    EmailMessage.objects.filter(pk=made[3].pk).update(created_at=made[4].created_at)  # a tie: id decides
+    seen, url = [], f"{PATH}?campaign={campaign.pk}&limit=3"
+    while url:
+        page = api.get(url)
+        seen += _ids(page)
+        url = page.json()["next"]
+    expected = sorted(made, key=lambda m: (EmailMessage.objects.get(pk=m.pk).created_at, m.pk), reverse=True)
+    assert seen == [m.pk for m in expected]
+    failed = _ids(api.get(PATH, {"campaign": campaign.pk, "status": "FAILED"}))
+    assert failed == [m.pk for m in expected if m.status == "FAILED"]
+
+
 def test_time_range_after_inclusive_before_exclusive(api, make):
     old, mid, new = make(minutes=30), make(minutes=20), make(minutes=10)
     query = {"created_after": mid.created_at.isoformat(), "created_before": new.created_at.isoformat()}
