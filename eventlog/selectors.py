@@ -12,10 +12,11 @@ from eventlog.models import ServiceEvent
 
 # Only rows of finished transactions: a row whose txid is at or above the oldest running
 # transaction may still be joined by a lower (txid, id) committed later (decision 110).
+HORIZON_SQL = "pg_snapshot_xmin(pg_current_snapshot())"
 _EVENTS_AFTER = (
     "SELECT * FROM eventlog_serviceevent"
     " WHERE service_id = %s AND (txid, id) > (%s::text::xid8, %s)"
-    " AND txid < pg_snapshot_xmin(pg_current_snapshot()){types}"
+    f" AND txid < {HORIZON_SQL}{{types}}"
     " ORDER BY txid, id LIMIT %s"
 )
 
@@ -42,13 +43,22 @@ def cursor_of(event: ServiceEvent) -> EventCursor:
     return EventCursor(event.txid, event.id)
 
 
+def horizon_xid() -> int:
+    """The oldest transaction still running: every event below it is settled (decision 110)."""
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT {HORIZON_SQL}::text")
+        return int(cur.fetchone()[0])
+
+
 def settled_horizon_cursor() -> EventCursor:
     """A cursor past every settled event and below every transaction still running: where a
     reader that wants only what happens from now on starts (e.g. a new endpoint)."""
-    with connection.cursor() as cur:
-        cur.execute("SELECT pg_snapshot_xmin(pg_current_snapshot())::text")
-        (xmin,) = cur.fetchone()
-    return EventCursor(int(xmin) - 1, _PAST_EVERY_ID)
+    return cursor_below(horizon_xid())
+
+
+def cursor_below(xid: int) -> EventCursor:
+    """A cursor past every event of the transactions older than `xid`."""
+    return EventCursor(xid - 1, _PAST_EVERY_ID)
 
 
 def since_cursor(service_id: str, since: datetime) -> EventCursor:
@@ -64,7 +74,7 @@ def since_cursor(service_id: str, since: datetime) -> EventCursor:
     horizon = settled_horizon_cursor()
     if oldest is None:
         return horizon
-    return min(horizon, EventCursor(int(oldest) - 1, _PAST_EVERY_ID))
+    return min(horizon, cursor_below(int(oldest)))
 
 
 def events_page(

@@ -19,7 +19,6 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
@@ -31,7 +30,7 @@ from callbacks.signing import signed_headers
 from eventlog.cursor import EventCursor
 from eventlog.models import ServiceEvent
 from eventlog.payloads import event_payload
-from eventlog.selectors import cursor_of, events_after
+from eventlog.selectors import cursor_below, cursor_of, events_after, horizon_xid
 
 logger = logging.getLogger(__name__)
 
@@ -84,12 +83,6 @@ def _lease_release(endpoint_id: int, token: uuid.UUID) -> None:
         lease_token=None, lease_until=None)
 
 
-def _horizon_xid() -> int:
-    with connection.cursor() as cur:
-        cur.execute("SELECT pg_snapshot_xmin(pg_current_snapshot())::text")
-        return int(cur.fetchone()[0])
-
-
 def _move_cursor(endpoint: WebhookEndpoint, token: uuid.UUID, new: EventCursor, **also: object) -> bool:
     """Fenced by the lease and by the cursor the delivery read from (a replay may have moved it)."""
     return bool(WebhookEndpoint.objects.filter(
@@ -133,7 +126,7 @@ def _skip_ahead(endpoint: WebhookEndpoint, token: uuid.UUID, horizon_xid: int) -
     """Nothing of its types is left: move its cursor to the horizon taken before the read, so
     the next read (and the sweep's check) does not scan other types' events again. Every event
     of a transaction older than that horizon was visible to the read, which found none."""
-    horizon = EventCursor(horizon_xid - 1, 2**62)
+    horizon = cursor_below(horizon_xid)
     current = EventCursor(endpoint.cursor_txid, endpoint.cursor_id)
     if horizon > current:
         _move_cursor(endpoint, token, horizon, next_attempt_at=None)
@@ -161,12 +154,12 @@ def _deliver_under_lease(endpoint_id: int, token: uuid.UUID, deadline: float, re
         endpoint = WebhookEndpoint.objects.filter(pk=endpoint_id, lease_token=token, enabled=True).first()
         if endpoint is None:  # deleted, disabled, or the lease ran out
             return
-        horizon_xid = _horizon_xid()
+        horizon = horizon_xid()
         cursor = EventCursor(endpoint.cursor_txid, endpoint.cursor_id)
         events = events_after(endpoint.service_id, cursor, settings.NOTIFIER_CALLBACKS_BATCH_EVENTS,
                               endpoint.event_types)
         if not events:
-            _skip_ahead(endpoint, token, horizon_xid)
+            _skip_ahead(endpoint, token, horizon)
             return
         body, batch = batch_body(events, settings.NOTIFIER_CALLBACKS_BATCH_BYTES)
         now = timezone.now()

@@ -20,6 +20,7 @@ from django.db import connection
 from django.utils import timezone
 
 from core.priorities import CALLBACKS_QUEUE
+from eventlog.selectors import HORIZON_SQL
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ WHERE e.enabled AND (e.next_attempt_at IS NULL OR e.next_attempt_at <= now())
     SELECT 1 FROM eventlog_serviceevent s
     WHERE s.service_id = e.service_id
       AND (s.txid, s.id) > (e.cursor_txid::text::xid8, e.cursor_id)
-      AND s.txid < pg_snapshot_xmin(pg_current_snapshot())
+      AND s.txid < {HORIZON_SQL}
       AND s.type = ANY(e.event_types))
 RETURNING e.id
 """
