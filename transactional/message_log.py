@@ -165,6 +165,8 @@ def messages_log(*, service_id: str, key_type: str, filters: LogFilters, after: 
                             limit=limit, asked_key_type=asked_key_type)
     if len(queries) == 1:
         return list(queries[0])
-    merged = sorted((row for query in queries for row in query),
-                    key=lambda row: (row.created_at, row.id), reverse=True)
-    return merged[:limit]
+    # One round trip: each part keeps its own ORDER BY .. LIMIT (its index walk), the UNION ALL
+    # is merged by the server (as 12 statements a campaign's page took 19.4 ms p50 from Python,
+    # 2.0 ms of it in PostgreSQL: the rest was round trips and Django, decision 116).
+    merged = queries[0].union(*queries[1:], all=True)
+    return list(merged.order_by("-created_at", "-id")[:limit])
