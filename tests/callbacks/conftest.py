@@ -12,6 +12,7 @@ from callbacks.models import WebhookEndpoint
 from callbacks.services.deliver import DeliveryReport, endpoint_deliver
 from callbacks.services.endpoints import endpoint_create
 from eventlog.models import ServiceEvent
+from eventlog.selectors import HORIZON_SQL
 from testkit.callback_receiver import CallbackReceiver
 from tests import factories
 
@@ -36,6 +37,20 @@ def record_events(count: int, *, service_id: str | None = None, type: str = "mes
         service_id=service_id, type=type, message_id=1000 + n, occurred_at=timezone.now(),
         data=data if data is not None else {"idempotency_key": f"order-{n}", "metadata": {"n": n}}).pk
         for n in range(count)]
+
+
+def wait_settled(event_ids: list[int], timeout: float = 60.0) -> None:
+    """Wait until every one of `event_ids` is below the cluster's oldest running transaction, so
+    that a delivery can read it: another xdist worker's test database may hold an older open
+    transaction for a moment (decision 110)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        settled = ServiceEvent.objects.filter(pk__in=event_ids).extra(
+            where=[f"txid < {HORIZON_SQL}"]).count()
+        if settled == len(event_ids):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"events {event_ids} not settled within {timeout} s")
 
 
 def deliver_until(endpoint: WebhookEndpoint, done: Callable[[], bool], timeout: float = 60.0,

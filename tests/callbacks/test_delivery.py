@@ -20,7 +20,7 @@ from callbacks.services.endpoints import endpoint_create, secret_rotate
 from clients.services import service_create
 from testkit.callback_receiver import CallbackReceiver
 from tests import factories
-from tests.callbacks.conftest import deliver_until, record_events
+from tests.callbacks.conftest import deliver_until, record_events, wait_settled
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -188,11 +188,11 @@ def test_replay_delivers_again_from_an_event(endpoint, receiver, api_key):
 
 def test_only_the_endpoints_types_and_service_are_posted(endpoint, receiver):
     other, _ = service_create(name="another")
-    record_events(3, service_id=other.pk)
-    record_events(3, type="message.opened")  # not a type it asked for
+    others = record_events(3, service_id=other.pk)
+    others += record_events(3, type="message.opened")  # not a type it asked for
     wanted = record_events(2, type="message.bounced")
     deliver_until(endpoint, lambda: len(receiver.accepted_event_ids()) >= 2)
-    time.sleep(0.2)
+    wait_settled(others)
     endpoint_deliver(endpoint.pk)
     assert receiver.accepted_event_ids() == wanted
 
@@ -208,8 +208,7 @@ def test_one_delivery_in_flight_per_endpoint(endpoint, receiver):
     receiver.delay_seconds = 1.0
     record_events(1)
     deliver_until(endpoint, lambda: len(receiver.requests()) >= 1, pause=0.2)
-    record_events(1)
-    time.sleep(0.5)  # settled
+    wait_settled(record_events(1))
     reports = []
     threads = [threading.Thread(target=lambda: reports.append(endpoint_deliver(endpoint.pk)))
                for _ in range(3)]

@@ -96,11 +96,15 @@ def test_pause_stops_sends_resume_finishes_once_cancel_accounts_for_every_row(
     live_server, api_key, campaign_template, smtp_server, process_env, spawn, tmp_path
 ):
     seg_a, seg_b = _group("a", 3000, 0), _group("b", 3000, 0)
+    # 4 ms per message at the server: 3,000 take >= 6 s on two connections, so a fast machine
+    # cannot finish a campaign between the test seeing 300 sent and its pause or cancel.
+    smtp_server.handler.hang_seconds, smtp_server.handler.hang_from = 0.004, 0
     _workers(spawn, process_env, tmp_path)
     a = _launch(live_server, api_key, seg_a, campaign_template.template_id)
     assert wait_for(lambda: _counters(a)["sent"] >= 300, timeout=60)
     headers = {"Authorization": f"Api-Key {api_key}"}
     paused = requests.post(f"{live_server.url}/api/v1/campaigns/{a.pk}/pause", headers=headers, timeout=10)
+    assert paused.status_code == 200, paused.text
     assert paused.json()["status"] == "PAUSED"
     # Batches already handed to the SMTP server finish (pause returned the others to QUEUED);
     # waiting on the ledger rather than a fixed 2 s holds on a loaded machine too.
@@ -117,6 +121,7 @@ def test_pause_stops_sends_resume_finishes_once_cancel_accounts_for_every_row(
     assert wait_for(lambda: _counters(b)["sent"] >= 300, timeout=60)
     cancel_url = f"{live_server.url}/api/v1/campaigns/{b.pk}/cancel"
     cancelled = requests.post(cancel_url, headers=headers, timeout=10)
+    assert cancelled.status_code == 200, cancelled.text
     assert cancelled.json()["status"] == "CANCELLED"
     assert wait_for(lambda: _counters(b)["queued"] == _counters(b)["sending"] == 0, timeout=60)
     time.sleep(2)
