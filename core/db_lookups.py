@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.db.models import Transform
+from django.db.models import CharField, Transform
 
 
 class Unindexed(Transform):
@@ -15,3 +15,8 @@ class Unindexed(Transform):
 
     lookup_name = "unindexed"
     template = "(%(expressions)s || '')"
+
+
+# On every CharField, not one field of one model: migrations build their own copies of the
+# models, and an index whose condition uses the lookup (delivery 0019) needs it there too.
+CharField.register_lookup(Unindexed)

@@ -190,3 +190,31 @@ def test_campaign_pages_cover_every_queued_row_once_within_bounds(campaign_rows_
                                        limit=10) == []
     with pytest.raises(ValueError, match="order"):
         ledger.campaign_queued_page(campaign_id=campaign_id, order="status", after=0, upper=None, limit=1)
+
+
+ORPHAN_SWEEPS = {
+    "orphaned_messages_claim_requeue": lambda: ledger.orphaned_messages_claim_requeue(
+        older_than=timezone.now()),
+    "queued_transactional_requeue": lambda: ledger.queued_transactional_requeue(
+        published_before=timezone.now()),
+}
+
+
+@pytest.mark.django_db(transaction=True)  # the hint is only given to autocommit statements
+@pytest.mark.parametrize("sweep", ORPHAN_SWEEPS, ids=list(ORPHAN_SWEEPS))
+def test_an_orphan_sweep_reads_only_transactional_queued_rows(sweep, campaign_rows_behind_stale_statistics):
+    """Decision 119: with a campaign's rows QUEUED (a fan-out) and statistics from before it, the
+    sweeps for lost transactional tasks walked the status index through every one of them (771
+    ms per tick at 700,000 rows). They test the status unindexed: the status index is out of
+    reach, and the tick's sweep reads its partial index, which holds only the rows it wants.
+    (The once-after-a-broker-loss sweep may take the campaign index's NULL prefix instead, here
+    where the statistics say no row is transactional; either way no campaign row is read.)"""
+    lost = [email_message(version=template_version()).pk for _ in range(3)]
+    requeued: list[tuple[int, int]] = []
+    run = lambda: requeued.extend(ORPHAN_SWEEPS[sweep]())  # noqa: E731
+    _, _, plan = _plans_without_and_with_settings(run, "UPDATE", NOT_A_SMALL_TABLE)
+    assert STATUS_INDEX not in plan, plan
+    if sweep == "orphaned_messages_claim_requeue":  # every tick: it reads only its own rows
+        assert "Index Scan using msg_queued_txn_idx" in plan, plan
+    # Never a campaign row: the campaign sweeps own those.
+    assert sorted(pk for pk, _ in requeued) == sorted(lost)

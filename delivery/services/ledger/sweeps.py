@@ -63,6 +63,12 @@ def stalled_sends_mark_ambiguous(*, started_before: datetime) -> list[tuple[int,
         return [(row[0], row[1]) for row in cursor.fetchall()]
 
 
+# Transactional rows no worker claimed, as msg_queued_txn_idx's predicate writes them (the status
+# test unindexed): the sweeps below read that index, which holds only these rows, and never the
+# status index, where a running campaign's QUEUED rows are (decision 119).
+QUEUED_TRANSACTIONAL = "(status || '') = %s AND campaign_id IS NULL AND claimed_at IS NULL"
+
+
 def orphaned_messages_claim_requeue(
     *, older_than: Cutoff, in_broker: Mapping[int, int] | None = None
 ) -> list[tuple[int, int]]:
@@ -85,10 +91,10 @@ def orphaned_messages_claim_requeue(
         # Rank every QUEUED transactional row of a priority, newest publish first.
         f"WITH q AS (SELECT id AS qid, row_number() OVER (PARTITION BY priority "
         f"ORDER BY coalesce(requeued_at, created_at) DESC, id DESC) AS newer FROM {TABLE} "
-        f"WHERE status = %s AND campaign_id IS NULL AND claimed_at IS NULL) "
+        f"WHERE {QUEUED_TRANSACTIONAL}) "
         f", c AS (SELECT id FROM {TABLE} JOIN q ON id = q.qid "
         f"WHERE q.newer > {f'CASE priority{cases} ELSE 0 END' if covered else '0'} "
-        f"AND status = %s AND campaign_id IS NULL "
+        f"AND (status || '') = %s AND campaign_id IS NULL "
         f"AND claimed_at IS NULL AND ((requeued_at IS NULL AND {created}) "
         f"OR ({requeued} AND requeued_at + (requeued_at - created_at) < %s)) {LOCK_FREE_ROWS}) "
         f"UPDATE {TABLE} SET requeued_at = %s WHERE id IN (SELECT id FROM c) RETURNING id, priority"
@@ -111,7 +117,7 @@ def queued_transactional_requeue(*, published_before: datetime) -> list[tuple[in
     Campaign rows are left to the campaign sweep, which re-publishes them the same way."""
     now = timezone.now()
     sql = (f"UPDATE {TABLE} SET requeued_at = %s WHERE id IN (SELECT id FROM {TABLE} "
-           f"WHERE status = %s AND claimed_at IS NULL AND campaign_id IS NULL "
+           f"WHERE {QUEUED_TRANSACTIONAL} "
            f"AND coalesce(requeued_at, created_at) < %s {LOCK_FREE_ROWS}) RETURNING id, priority")
     with connection.cursor() as cursor:
         cursor.execute(walking_the_index(sql), [now, Status.QUEUED, published_before])
