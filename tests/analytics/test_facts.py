@@ -160,6 +160,14 @@ def test_rewriting_a_day_is_idempotent_and_follows_the_rows(history):
     assert (again.rows, again.deleted) == (first.rows, 0)
     rewritten = DayFact.objects.filter(day=day(4)).order_by("id").values()
     assert [{**r, "written_at": None} for r in rewritten] == [{**r, "written_at": None} for r in stored]
+    # A late event (reported after its day was written) counts on its day when it is written again.
+    facts_write_day(day(3))
+    opened = DayFact.objects.filter(day=day(3), campaign_id=history["campaign"].pk)
+    assert opened.get().opened == 2
+    third = EmailMessage.objects.filter(campaign=history["campaign"]).order_by("id")[2]
+    events_process(events=[event(third, E.OPENED, at=at(3, 20))])
+    facts_write_day(day(3))
+    assert opened.get().opened == 3
     # A tuple of one FAILED message, sent again on another day: the rows no longer give it.
     lone = ended("FAILED", claimed=at(4, 12), created=at(4, 12), campaign_obj=None)
     other = TemplateVersion.objects.get(pk=lone.template_version_id).template_id
@@ -174,7 +182,7 @@ def test_rewriting_a_day_is_idempotent_and_follows_the_rows(history):
     c, campaign_id = history["campaign"], history["campaign"].pk
     facts = DayFact.objects.filter(campaign_id=campaign_id)
     before = sorted(facts.values_list("day", "sent", "delivered", "opened", "unsubscribed"))
-    assert before == [(day(4), 6, 5, 0, 0), (day(3), 0, 0, 2, 0), (day(2), 0, 0, 0, 1)]
+    assert before == [(day(4), 6, 5, 0, 0), (day(3), 0, 0, 3, 0), (day(2), 0, 0, 0, 1)]
     c.delete()
     assert not EmailMessage.objects.filter(campaign_id=campaign_id).exists()
     for ago in (4, 3, 2):
