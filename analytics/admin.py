@@ -17,9 +17,9 @@ class FactsDayAdmin(SystemWrittenAdmin):
 
 @admin.register(DayFact)
 class DayFactAdmin(SystemWrittenAdmin):
-    list_display = ["day", "service_id", "template_id", "campaign_id", "stream", "topic_id", "key_type", "sent",
-                    "delivered", "opened", "clicked", "bounced", "complained", "unsubscribed", "failed",
-                    "suppressed"]
+    list_display = ["day", "service_id", "template_id", "campaign_id", "stream", "topic_id", "key_type",
+                    "sent", "delivered", "opened", "clicked", "bounced", "complained", "unsubscribed",
+                    "failed", "suppressed"]
     list_filter = ["key_type", "stream"]
     search_fields = ["=service_id"]
     date_hierarchy = "day"

@@ -111,7 +111,7 @@ class OverviewSerializer(serializers.Serializer):
     providers = ProviderHealthSerializer(many=True)
     webhooks = serializers.DictField(help_text="Deliveries pending and failed, events in the last hour.")
     alerts = serializers.DictField(help_text="overall, per_priority, per_provider: ok | warning | critical.")
-    days = DaysSerializer(required=False, help_text="Only when `from` or `to` is given.")
+    days = DaysSerializer(required=False, help_text="Only when `from`, `to` or `by` is given.")
 
 
 class DaysQuerySerializer(serializers.Serializer):

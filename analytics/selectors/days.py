@@ -62,18 +62,29 @@ def _from_facts(facts: Q, days: list[date], by: str | None) -> Figures:
             for row in rows}
 
 
+def _runs(days: list[date]) -> list[tuple[date, date]]:
+    """Consecutive days as (first, last) spans: a day and today never read the days between."""
+    runs: list[tuple[date, date]] = []
+    for d in sorted(days):
+        if runs and d == runs[-1][1] + timedelta(days=1):
+            runs[-1] = (runs[-1][0], d)
+        else:
+            runs.append((d, d))
+    return runs
+
+
 def _from_rows(where: str, params: dict[str, object], days: list[date], by: str | None) -> Figures:
-    """The figures of `days` straight from the rows: one statement over their span."""
-    if not days:
-        return {}
+    """The figures of `days` straight from the rows: one statement per span of consecutive days."""
     key = f"c.{BY[by]}" if by else "NULL"
     sums = ", ".join(f"sum(c.{name})::int" for name in COUNTERS)
-    sql = (f"SELECT c.day, {key}, {sums} FROM ({counted_sql(where)}) c "
-           f"WHERE c.day = ANY(%(days)s) GROUP BY 1, 2")
+    sql = f"SELECT c.day, {key}, {sums} FROM ({counted_sql(where)}) c GROUP BY 1, 2"
+    figures: Figures = {}
     with connection.cursor() as cursor:
-        cursor.execute(sql, {**counted_params(day_from=min(days), day_to=max(days)), **params, "days": days})
-        return {(row[0], row[1]): dict(zip(COUNTERS, map(int, row[2:]), strict=True))
-                for row in cursor.fetchall()}
+        for first, last in _runs(days):
+            cursor.execute(sql, {**counted_params(day_from=first, day_to=last), **params})
+            figures.update({(row[0], row[1]): dict(zip(COUNTERS, map(int, row[2:]), strict=True))
+                            for row in cursor.fetchall()})
+    return figures
 
 
 def _split(owner: Any, days: list[date], now: datetime | None) -> dict[str, list[date]]:

@@ -269,6 +269,12 @@ def test_overview_days_refuse_a_bad_range_naming_the_field(api, query, field):
     assert list(response.json()["error"]["fields"]) == [field]
 
 
+def test_days_not_written_are_read_in_runs_of_consecutive_days():
+    from analytics.selectors.days import _runs
+
+    assert _runs([day(1), day(9), day(2), TODAY, day(8)]) == [(day(9), day(8)), (day(2), TODAY)]
+
+
 def test_overview_without_a_range_has_no_days(api, purged_queues):
     body = api.get("/api/v1/stats/overview").json()
     assert "days" not in body and "queues" in body
