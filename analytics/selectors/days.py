@@ -18,7 +18,7 @@ from django.core.cache import cache
 from django.db import connection
 from django.db.models import Q, Sum
 
-from analytics.horizon import rows_kept, utc_today
+from analytics.horizon import day_start, rows_kept, utc_today
 from analytics.models import COUNTERS, DayFact, FactsDay
 from analytics.services.facts import counted_params, counted_sql
 from clients.key_types import KeyType
@@ -37,8 +37,13 @@ def dates(day_from: date, day_to: date) -> list[date]:
     return [day_from + timedelta(days=n) for n in range((day_to - day_from).days + 1)]
 
 
-def written_days(days: Iterable[date]) -> set[date]:
-    return set(FactsDay.objects.filter(day__in=list(days)).values_list("day", flat=True))
+def written_days(days: Iterable[date], *, now: datetime | None = None) -> set[date]:
+    """The days whose facts hold the whole day (written after it closed), and today if it was
+    written so far. A past day last written before its close (the periodic run stopped at
+    midnight) is not one: its facts miss the day's end."""
+    today = utc_today(now)
+    found = FactsDay.objects.filter(day__in=list(days)).values_list("day", "written_at")
+    return {d for d, at in found if d == today or at >= day_start(d + timedelta(days=1))}
 
 
 def _key_side(key_type: str) -> tuple[Q, str]:
@@ -89,7 +94,7 @@ def _from_rows(where: str, params: dict[str, object], days: list[date], by: str 
 
 def _split(owner: Any, days: list[date], now: datetime | None) -> dict[str, list[date]]:
     """Which of `days` come from the facts, which from the rows, which have no figures."""
-    written = written_days(days)
+    written = written_days(days, now=now)
     kept = [d for d in days if d not in written and rows_kept(owner, d, now=now)]
     return {"facts": [d for d in days if d in written], "rows": kept,
             "none": [d for d in days if d not in written and d not in kept]}
@@ -154,7 +159,7 @@ def platform_days(*, days: int = DASHBOARD_DAYS, now: datetime | None = None) ->
         return found
     day_from, day_to = today - timedelta(days=days), today - timedelta(days=1)
     span = dates(day_from, day_to)
-    written = written_days(span)
+    written = written_days(span, now=now)
     sources = {"facts": [d for d in span if d in written], "rows": [],
                "none": [d for d in span if d not in written]}
     figures = _from_facts(~Q(key_type=KeyType.TEST), sources["facts"], None)

@@ -269,6 +269,15 @@ def test_overview_days_refuse_a_bad_range_naming_the_field(api, query, field):
     assert list(response.json()["error"]["fields"]) == [field]
 
 
+def test_a_day_last_written_before_it_closed_is_read_from_the_rows(api, history, purged_queues):
+    query = f"from={day(4)}&to={day(4)}"
+    facts_write_day(day(4), now=at(4, 23))  # the periodic run's last write of the day, then it stopped
+    assert days_of(api, query)["sources"] == {"facts": 0, "rows": 1, "none": 0}
+    assert days_of(api, query)["points"][0]["sent"] == 6
+    facts_write_day(day(4))
+    assert days_of(api, query)["sources"] == {"facts": 1, "rows": 0, "none": 0}
+
+
 def test_days_not_written_are_read_in_runs_of_consecutive_days():
     from analytics.selectors.days import _runs
 
