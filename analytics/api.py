@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from analytics.selectors.campaign_stats import INTERVALS, campaign_stats
+from analytics.horizon import utc_today
+from analytics.models import COUNTERS
+from analytics.selectors.campaign_stats import SERIES_INTERVALS, campaign_stats
+from analytics.selectors.days import BY, MAX_DAYS, service_days
 from analytics.selectors.overview import stats_overview
 from audience.topic_fields import TopicSummarySerializer
 from campaigns.models import Campaign
+from clients.key_types import caller_key_type
 from clients.tenancy import owned_or_404
 
 
@@ -27,9 +33,12 @@ class CampaignStatsSerializer(serializers.Serializer):
         status = serializers.CharField()
 
     class SeriesSerializer(serializers.Serializer):
-        interval = serializers.ChoiceField(choices=sorted(INTERVALS))
+        interval = serializers.ChoiceField(choices=SERIES_INTERVALS)
         points = serializers.ListField(
-            child=serializers.DictField(), help_text='[{"t": ISO time, "sent": n, "delivered": n, ...}]')
+            child=serializers.DictField(),
+            help_text='[{"t": ISO time, "sent": n, "delivered": n, ...}]. minute and hour: every event '
+                      'the ESPs reported, at its time; day: each message once per kind, on the UTC day '
+                      'of its first such event, with every counter and the day\'s `source`.')
 
     campaign = CampaignSerializer()
     counts = serializers.DictField(
@@ -40,6 +49,10 @@ class CampaignStatsSerializer(serializers.Serializer):
                                   help_text="delivery, open, click, bounce, complaint, unsubscribe (0-1).")
     providers = serializers.DictField(child=serializers.DictField(child=serializers.IntegerField()),
                                       help_text="Per provider: sent and each event's count.")
+    counts_source = serializers.ChoiceField(
+        choices=["rows", "facts"],
+        help_text="facts: the campaign began before its service's metadata retention, so `sent`, "
+                  "`failed` and `suppressed` are summed from the daily facts (its rows may be gone).")
     unsubscribes_by_topic = TopicUnsubscribesSerializer(
         many=True, help_text="Recipients this campaign's mail made leave a topic (its one-click link, "
                              "an ESP's unsubscribe), one row per topic; each recipient counted once.")
@@ -69,6 +82,26 @@ class ProviderHealthSerializer(serializers.Serializer):
     alert = serializers.CharField()
 
 
+class DaysSerializer(serializers.Serializer):
+    """The caller's service per UTC day (`from`/`to` given): analytics.selectors.days."""
+
+    to = serializers.DateField()
+    by = serializers.ChoiceField(choices=sorted(BY), allow_null=True)
+    points = serializers.ListField(
+        child=serializers.DictField(),
+        help_text='[{"date": "2026-01-31", "sent": n, "delivered": n, ..., "source": "facts"}]: one per '
+                  'day (with `by`: one per day and value, e.g. "template": 7, only where something '
+                  f'was counted). Counters: {", ".join(COUNTERS)}.')
+    totals = serializers.DictField(child=serializers.IntegerField())
+    sources = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="Days answered from the daily facts, from the message rows (today, or a day not "
+                  "written yet), and with no figures (older than the retention and never written).")
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        return {"from": serializers.DateField(), **super().get_fields()}
+
+
 class OverviewSerializer(serializers.Serializer):
     generated_at = serializers.DateTimeField()
     throughput = serializers.DictField(help_text="per_priority (sent in the last hour), per_minute.")
@@ -78,13 +111,42 @@ class OverviewSerializer(serializers.Serializer):
     providers = ProviderHealthSerializer(many=True)
     webhooks = serializers.DictField(help_text="Deliveries pending and failed, events in the last hour.")
     alerts = serializers.DictField(help_text="overall, per_priority, per_provider: ok | warning | critical.")
+    days = DaysSerializer(required=False, help_text="Only when `from`, `to` or `by` is given.")
+
+
+class DaysQuerySerializer(serializers.Serializer):
+    to = serializers.DateField(required=False, help_text="The last UTC day (default: today, UTC).")
+    by = serializers.ChoiceField(choices=sorted(BY), required=False,
+                                 help_text="Split each day by template, campaign, stream or topic.")
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        since = serializers.DateField(
+            required=False, help_text=f"The first UTC day (default: 29 days before `to`); at most "
+                                      f"{MAX_DAYS} days in all.")
+        return {"from": since, **super().get_fields()}
+
+    def validate(self, attrs: dict) -> dict:
+        if not attrs.get("from") and not attrs.get("to") and not attrs.get("by"):
+            return attrs
+        today = utc_today()
+        last = attrs.get("to") or today
+        first = attrs.get("from") or last - timedelta(days=29)
+        if first > today:
+            raise serializers.ValidationError({"from": ["It is after today (UTC)."]})
+        if last > today:
+            raise serializers.ValidationError({"to": ["It is after today (UTC)."]})
+        if first > last:
+            raise serializers.ValidationError({"from": ["It is after `to`."]})
+        if (last - first).days + 1 > MAX_DAYS:
+            raise serializers.ValidationError({"to": [f"At most {MAX_DAYS} days from `from`."]})
+        return {**attrs, "from": first, "to": last}
 
 
 class CampaignStatsApi(APIView):
     required_scope = "analytics"
 
     class InputSerializer(serializers.Serializer):
-        interval = serializers.ChoiceField(choices=sorted(INTERVALS), default="minute")
+        interval = serializers.ChoiceField(choices=SERIES_INTERVALS, default="minute")
         since = serializers.DateTimeField(required=False)
 
     @extend_schema(parameters=[InputSerializer], responses={200: CampaignStatsSerializer})
@@ -100,7 +162,15 @@ class CampaignStatsApi(APIView):
 class StatsOverviewApi(APIView):
     required_scope = "analytics"
 
-    @extend_schema(responses={200: OverviewSerializer})
+    @extend_schema(parameters=[DaysQuerySerializer], responses={200: OverviewSerializer})
     def get(self, request: Request) -> Response:
-        """Throughput, queues, workers, provider health and alert states."""
-        return Response(stats_overview())
+        """Throughput, queues, workers, provider health and alert states; with `from`/`to`, the
+        caller's service per UTC day (older days than the message retention from the daily facts)."""
+        params = DaysQuerySerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        overview = stats_overview()
+        days = params.validated_data
+        if "from" in days:
+            overview["days"] = service_days(service=request.user.service, key_type=caller_key_type(request),
+                                            day_from=days["from"], day_to=days["to"], by=days.get("by"))
+        return Response(overview)

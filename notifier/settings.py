@@ -265,6 +265,14 @@ NOTIFIER_PREFERENCE_LINK_DAYS = env.int("NOTIFIER_PREFERENCE_LINK_DAYS", default
 # How long the service event log keeps an event (GET /api/v1/events, status callbacks catch up
 # from it); older ones are deleted by `purge_messages` (decision 115).
 NOTIFIER_EVENT_LOG_DAYS = env.int("NOTIFIER_EVENT_LOG_DAYS", default=30)
+# --- Data over time (issue 30) -------------------------------------------------------------------
+# How long a service's message rows (and their events) are kept: statistics of older days come
+# from the daily facts (analytics/horizon.py reads it in one place; decision 118).
+NOTIFIER_RETENTION_METADATA_DAYS = env.int("NOTIFIER_RETENTION_METADATA_DAYS", default=90)
+# The daily facts: the periodic run (beat, every 10 minutes) writes today so far, and each closed
+# day of this many last days again once an hour, so an event reported late (an ESP's webhook
+# retries, a backlog) still lands on its day.
+NOTIFIER_FACTS_REWRITE_DAYS = env.int("NOTIFIER_FACTS_REWRITE_DAYS", default=3)
 
 # --- API ---------------------------------------------------------------------------------------
 REST_FRAMEWORK = {

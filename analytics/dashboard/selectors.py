@@ -10,6 +10,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from analytics.selectors.campaign_stats import campaigns_current
+from analytics.selectors.days import platform_days
 from analytics.selectors.overview import stats_overview
 from callbacks.selectors import callbacks_summary
 from clients.key_types import KeyType
@@ -62,4 +63,6 @@ def dashboard_data() -> dict[str, Any]:
         # The pools that send no Celery task events (core/worker.py): Flower lists their workers
         # but none of their tasks, which the pool panel says.
         "pools_without_task_events": pools_without_task_events(),
+        # Every service's live mail of the last closed days, from the daily facts (decision 118).
+        "days": platform_days(now=now),
     }

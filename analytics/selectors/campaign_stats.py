@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from django.core.cache import cache
 from django.db.models import Count, F
 from django.db.models.functions import TruncHour, TruncMinute
 
+from analytics.horizon import day_start, metadata_horizon, utc_today
+from analytics.selectors.days import MAX_DAYS, campaign_days, campaign_lifetime_counts
 from audience.models import ConsentChange
 from campaigns.models import Campaign
 from campaigns.selectors import campaign_counters, campaign_progress
@@ -18,11 +20,18 @@ from delivery.models import EmailMessage
 from feedback.models import CampaignEventCounter, EmailEvent, MessageEventMark
 
 INTERVALS = {"minute": TruncMinute, "hour": TruncHour}
+# "day" comes from the daily facts (closed days) and the rows (the others): analytics.selectors.days.
+SERIES_INTERVALS = [*INTERVALS, "day"]
 COUNTED = ("delivered", "opened", "clicked", "bounced", "soft_bounced", "complained", "unsubscribed")
 
 
 def _rate(part: int, whole: int) -> float:
     return round(part / whole, 6) if whole else 0.0
+
+
+def campaign_rows_may_be_gone(campaign: Campaign, *, now: datetime | None = None) -> bool:
+    """The campaign began before its service's metadata horizon: some of its rows may be gone."""
+    return campaign.created_at < metadata_horizon(campaign.client, now=now)
 
 
 def campaign_counts(*, campaign: Campaign) -> dict[str, int]:
@@ -38,6 +47,10 @@ def campaign_counts(*, campaign: Campaign) -> dict[str, int]:
     counts["pending"] = sum(by_status.get(s, 0) for s in ("QUEUED", "SCHEDULED", "SENDING"))
     counts["failed"] = by_status.get("FAILED", 0)
     counts["suppressed"] = by_status.get("SUPPRESSED", 0)
+    if campaign_rows_may_be_gone(campaign):
+        # Sent, failed and suppressed over its whole life from the daily facts (the event counts
+        # come from its counter row, kept with the campaign).
+        counts.update(campaign_lifetime_counts(campaign=campaign))
     return counts
 
 
@@ -69,6 +82,8 @@ def campaign_providers(*, campaign: Campaign) -> dict[str, dict[str, int]]:
 
 
 def campaign_series(*, campaign: Campaign, interval: str, since: datetime | None) -> list[dict[str, Any]]:
+    if interval == "day":
+        return campaign_day_series(campaign=campaign, since=since)
     trunc = INTERVALS[interval]
     sends = EmailMessage.objects.filter(campaign=campaign, sent_at__isnull=False)
     events = EmailEvent.objects.filter(message__campaign=campaign)
@@ -81,6 +96,17 @@ def campaign_series(*, campaign: Campaign, interval: str, since: datetime | None
     for at, event_type, n in rows:
         buckets.setdefault(at, {})[event_type] = n
     return [{"t": at.isoformat(), **values} for at, values in sorted(buckets.items())]
+
+
+def campaign_day_series(*, campaign: Campaign, since: datetime | None) -> list[dict[str, Any]]:
+    """Per UTC day from `since`'s day (default: the campaign's creation) to today: each message
+    once per kind, on the day of its first such event (as `counts`), from the facts and rows."""
+    today = utc_today()
+    first = min((since or campaign.created_at).astimezone(UTC).date(), today)
+    answer = campaign_days(campaign=campaign, day_from=max(first, today - timedelta(days=MAX_DAYS - 1)),
+                           day_to=today)
+    return [{"t": day_start(date.fromisoformat(p["date"])).isoformat(),
+             **{k: v for k, v in p.items() if k != "date"}} for p in answer["points"]]
 
 
 def campaign_unsubscribes_by_topic(*, campaign: Campaign) -> list[dict[str, Any]]:
@@ -100,6 +126,7 @@ def campaign_stats(*, campaign: Campaign, interval: str = "minute", since: datet
     return {
         "campaign": {"id": campaign.id, "name": campaign.name, "status": campaign.status},
         "counts": counts,
+        "counts_source": "facts" if campaign_rows_may_be_gone(campaign) else "rows",
         "rates": campaign_rates(counts),
         "providers": campaign_providers(campaign=campaign),
         "unsubscribes_by_topic": campaign_unsubscribes_by_topic(campaign=campaign),
