@@ -265,6 +265,15 @@ NOTIFIER_PREFERENCE_LINK_DAYS = env.int("NOTIFIER_PREFERENCE_LINK_DAYS", default
 # How long the service event log keeps an event (GET /api/v1/events, status callbacks catch up
 # from it); older ones are deleted by `purge_messages` (decision 115).
 NOTIFIER_EVENT_LOG_DAYS = env.int("NOTIFIER_EVENT_LOG_DAYS", default=30)
+# Retention per service and stream (issue 30, decision 117-a): the defaults of a service that set
+# none. Personal data (address, context, provider payloads) is removed from rows kept after the
+# first; messages and events older than the second are hidden from the service's reads.
+NOTIFIER_RETENTION_PERSONAL_DAYS = env.int("NOTIFIER_RETENTION_PERSONAL_DAYS", default=7)
+NOTIFIER_RETENTION_METADATA_DAYS = env.int("NOTIFIER_RETENTION_METADATA_DAYS", default=90)
+# The key of the keyed hash a scrubbed row keeps of its address (suppression matching, look-ups
+# by address). Unset: derived from SECRET_KEY, so rotating SECRET_KEY orphans every hash made
+# before (decision 117-a): set it on its own in production.
+NOTIFIER_RECIPIENT_HASH_KEY = env.str("NOTIFIER_RECIPIENT_HASH_KEY", default="")
 
 # --- API ---------------------------------------------------------------------------------------
 REST_FRAMEWORK = {
