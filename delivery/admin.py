@@ -80,6 +80,8 @@ class EmailMessageAdmin(SystemWrittenAdmin, LargeTableAdmin):
     # Exact matches only: each is an indexed lookup, where icontains would scan millions of rows.
     search_fields = ("=recipient", "=provider_message_id", "=idempotency_key")
     raw_id_fields = ("campaign", "client", "contact", "template_version")
+    # When the service's retention removed the address and context (decision 117-a).
+    readonly_fields = ("personal_data_removed_at",)
     inlines = [DeliveryAttemptInline]
     actions = ["cancel", "reconcile_accepted", "reconcile_not_accepted"]
 

@@ -61,6 +61,28 @@ def test_a_dry_run_as_of_a_time_counts_and_changes_nothing_then_the_run_removes_
         _run("--as-of", "next tuesday")
 
 
+def test_events_of_a_deleted_service_lose_their_address_under_the_defaults(settings):
+    settings.NOTIFIER_RETENTION_PERSONAL_DAYS = 7
+    owner = factories.owner()
+    owner.retention = {"transactional": {"personal_data_days": 20}}
+    owner.save()
+
+    def logged(service_id: str, days: float) -> ServiceEvent:
+        event = ServiceEvent.objects.create(service_id=service_id, type="message.sent", message_id=1,
+                                            occurred_at=timezone.now(),
+                                            data={"recipient": "ada@example.com", "stream": "transactional",
+                                                  "error": "550 <ada@example.com> unknown"})
+        ServiceEvent.objects.filter(pk=event.pk).update(recorded_at=timezone.now() - timedelta(days=days))
+        return event
+
+    gone, kept = logged("svc_deleted_long_ago", 8), logged(owner.pk, 8)
+    _run()
+    gone.refresh_from_db()
+    assert gone.data["recipient"] is None and gone.data["error"] == "550 <[address removed]> unknown"
+    kept.refresh_from_db()
+    assert kept.data["recipient"] == "ada@example.com"
+
+
 def test_the_sweep_is_a_bounded_step_at_most_once_a_minute(settings, monkeypatch):
     settings.NOTIFIER_RETENTION_PERSONAL_DAYS = 1
     messages = sent_messages(4)
