@@ -1,9 +1,8 @@
 """How far back a service's message rows are kept: the one place the reads and the facts writer
 ask (decision 118).
 
-A placeholder for issue 30's per-service retention: it reads the platform's
-NOTIFIER_RETENTION_METADATA_DAYS for every service. At the merge with the per-service setting,
-this function alone changes.
+A service's metadata retention is per stream (decision 120); its rows are relied on only back to
+the shorter of the two, so a day is counted from the rows only if both streams still show it.
 """
 
 from __future__ import annotations
@@ -11,13 +10,19 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.utils import timezone
 
+from clients.models import Service
+from clients.retention import metadata_visible_since, retention_defaults
 
-def metadata_horizon(service: Any = None, *, now: datetime | None = None) -> datetime:
-    """The instant before which `service`'s message rows (and their events) may be gone."""
-    return (now or timezone.now()) - timedelta(days=settings.NOTIFIER_RETENTION_METADATA_DAYS)
+
+def metadata_horizon(service: Service | None = None, *, now: datetime | None = None) -> datetime:
+    """The instant before which `service`'s message rows (and their events) may be gone: the
+    platform's default retention without a service."""
+    now = now or timezone.now()
+    if service is None:
+        return now - timedelta(days=retention_defaults().metadata_days)
+    return max(metadata_visible_since(service, now).values())
 
 
 def day_start(day: date) -> datetime:

@@ -47,3 +47,10 @@ class CampaignsConfig(AppConfig):
         from feedback import extensions as feedback
 
         feedback.register_campaign_pauser(campaign_pause_for)
+
+        # A scheduled campaign's rows keep their personal data until they are sent: the
+        # service's retention may not be set shorter than their wait (decision 117-a).
+        from campaigns.selectors import campaigns_pending_until
+        from clients.retention import register_pending_horizon
+
+        register_pending_horizon(campaigns_pending_until)

@@ -182,3 +182,30 @@ def campaign_schedule_compiled(*, campaign: Campaign, now: datetime) -> dict:
         Campaign.objects.filter(pk=campaign.pk).update(schedule=schedule)
         campaign.schedule = schedule
     return schedule["compiled"]
+
+
+# A campaign's rows wait at most this long after "now" when its schedule is not compiled yet (no
+# date): the next occurrence of a wall time in the latest zone, or an optimal hour, plus margin.
+_UNCOMPILED_WAIT = timedelta(days=2)
+
+
+def campaign_last_due(schedule: dict | None, *, now: datetime) -> datetime | None:
+    """The latest time a row of a one-off scheduled campaign waits to be sent until (None: an
+    immediate or recurring one: its rows are written when they are sent). From the compiled due
+    instants when the fan-out has compiled them, else an upper bound from the request: what
+    personal-data retention may not be shorter than (decision 117-a)."""
+    schedule = schedule or {}
+    kind = schedule.get("type", "immediate")
+    if kind not in ONE_OFF:
+        return None
+    compiled = schedule.get("compiled")
+    if compiled:
+        due = compiled.get("due")
+        instants = [due] if isinstance(due, str) else list((due or {}).values())
+        return max((datetime.fromisoformat(at) for at in instants), default=None)
+    if kind == "scheduled":
+        return datetime.fromisoformat(schedule["send_at"])
+    if kind == "local_time" and schedule.get("date"):
+        day, at = date.fromisoformat(schedule["date"]), time.fromisoformat(schedule["local_time"])
+        return max(timing.local_to_utc(day, at, timing.zone(LATEST_ZONE)), now)
+    return now + _UNCOMPILED_WAIT

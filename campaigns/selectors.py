@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from django.db.models import Count
+from datetime import datetime
 
-from audience.models import Topic
+from django.db.models import Count
+from django.utils import timezone
+
+from audience.models import Stream, Topic
+from campaigns.campaign_schedule import campaign_last_due
 from campaigns.models import Campaign
 from delivery.models import EmailMessage
 
@@ -72,3 +76,20 @@ def campaign_topic(campaign_id: int) -> Topic | None:
     leaves. Registered with consent (consent/extensions.py) in campaigns/apps.py."""
     campaign = Campaign.objects.filter(pk=campaign_id).select_related("topic").first()
     return campaign.topic if campaign is not None else None
+
+
+# A campaign in one of these may still have rows waiting for their time.
+_MAY_WAIT = [Campaign.Status.DRAFT, Campaign.Status.SCHEDULED, Campaign.Status.QUEUED,
+             Campaign.Status.SENDING, Campaign.Status.PAUSED]
+
+
+def campaigns_pending_until(service_id: str, stream: str) -> datetime | None:
+    """The latest due time of the service's scheduled campaigns still open (their rows are
+    broadcast); registered as a pending horizon for retention (clients/retention.py)."""
+    if stream != Stream.BROADCAST:
+        return None
+    now = timezone.now()
+    schedules = Campaign.objects.filter(client_id=service_id, status__in=_MAY_WAIT).values_list(
+        "schedule", flat=True)
+    found = [when for schedule in schedules if (when := campaign_last_due(schedule, now=now)) and when > now]
+    return max(found, default=None)

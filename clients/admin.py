@@ -14,6 +14,14 @@ from clients.admin_columns import ScopeListMixin
 from clients.key_format import key_for_wire
 from clients.models import ApiKey, IdempotencyRecord, Service, TeamMember
 from clients.rates import parse_rate
+from clients.retention import (
+    FIELDS,
+    MAX_DAYS,
+    STREAMS,
+    RetentionRefusedError,
+    retention_defaults,
+    retention_replaced,
+)
 from clients.scopes import Scope, default_scopes
 from clients.services import KeyRefusedError, api_key_revoke, rate_not_above_service, scopes_within_service
 from core.admin_tools import LargeTableAdmin, LargeTablePaginator
@@ -31,16 +39,56 @@ def _checked_rates(value: object) -> dict:
     return value
 
 
+def _retention_field(stream: str, name: str) -> str:
+    return f"retention_{stream}_{name}"
+
+
+def _days() -> forms.IntegerField:
+    return forms.IntegerField(required=False, min_value=1, max_value=MAX_DAYS)
+
+
 class ServiceForm(forms.ModelForm):
+    """A service, with its retention as four day counts (clients/retention.py): empty follows
+    the default, a value is the service's own; checked as PATCH /api/v1/service checks it."""
+
     scopes = forms.MultipleChoiceField(choices=Scope.choices, widget=forms.CheckboxSelectMultiple,
                                        initial=default_scopes)
+    retention_transactional_personal_data_days = _days()
+    retention_transactional_metadata_days = _days()
+    retention_broadcast_personal_data_days = _days()
+    retention_broadcast_metadata_days = _days()
 
     class Meta:
         model = Service
         fields = ["name", "scopes", "rate_limit", "endpoint_rate_limits"]
 
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        defaults = retention_defaults()
+        stored = self.instance.retention or {}
+        for stream in STREAMS:
+            for name in FIELDS:
+                field = self.fields[_retention_field(stream, name)]
+                field.label = f"{stream.capitalize()}: {name.replace('_', ' ')}"
+                field.help_text = f"Empty: the default ({getattr(defaults, name)} days)."
+                field.initial = (stored.get(stream) or {}).get(name)
+
     def clean_endpoint_rate_limits(self) -> dict:
         return _checked_rates(self.cleaned_data["endpoint_rate_limits"])
+
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        stored = {stream: {name: cleaned[_retention_field(stream, name)] for name in FIELDS
+                           if cleaned.get(_retention_field(stream, name)) is not None}
+                  for stream in STREAMS}
+        try:
+            # Checked as PATCH /service checks a change: a shortened personal retention against
+            # the service's pending schedules.
+            self.instance.retention = retention_replaced(self.instance, stored)
+        except RetentionRefusedError as exc:
+            stream, name = exc.field.split(".")[1:3]
+            self.add_error(_retention_field(stream, name), str(exc))
+        return cleaned
 
 
 class ApiKeyForm(forms.ModelForm):
@@ -98,6 +146,14 @@ class ServiceAdmin(ScopeListMixin, admin.ModelAdmin):
     search_fields = ["name", "id", "api_keys__prefix"]
     readonly_fields = ["id", "created"]
     inlines = [ApiKeyInline, TeamMemberInline]
+    fieldsets = [
+        (None, {"fields": ["id", "name", "scopes", "rate_limit", "endpoint_rate_limits", "created"]}),
+        ("Retention (days; decision 120)", {
+            "description": "Personal data: the recipient's address, context and the ESP's payloads "
+                           "are removed from messages older than this (the rows and counts stay). "
+                           "Metadata: older messages and events are hidden from the service's API.",
+            "fields": [_retention_field(stream, name) for stream in STREAMS for name in FIELDS]}),
+    ]
 
 
 @admin.register(ApiKey)

@@ -1,6 +1,7 @@
 """A service manages itself: its keys, its team list, and what it is (issue 27).
 
     GET    /api/v1/service                  the caller's service (any scope)
+    PATCH  /api/v1/service                  its retention per stream                    keys
     GET    /api/v1/keys                     the service's keys (never a secret)        keys
     POST   /api/v1/keys                     a new key; the secret is answered once      keys
     GET    /api/v1/keys/{id}                one key (id = its public prefix)            keys
@@ -21,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from drf_spectacular.utils import OpenApiExample, extend_schema
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_field
 from rest_framework import generics, serializers, status
 from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
@@ -30,7 +31,8 @@ from rest_framework.response import Response
 from clients.caller import Caller
 from clients.key_types import KeyType
 from clients.models import ApiKey, Service, TeamMember
-from clients.scopes import Scope
+from clients.retention import MAX_DAYS, RetentionRefusedError, retention_of, retention_set
+from clients.scopes import Scope, client_allows
 from clients.services import KeyRefusedError, api_key_create, api_key_revoke
 from clients.tenancy import owned, owned_or_404
 from core.api.fields import SafeEmailField, SafeLineField, StrictInputMixin
@@ -43,10 +45,35 @@ MAY_MAKE = {
 }
 
 
+class StreamRetentionSerializer(StrictInputMixin, serializers.Serializer):
+    personal_data_days = serializers.IntegerField(
+        min_value=1, max_value=MAX_DAYS, required=False,
+        help_text="Days a message keeps its recipient's address, context and the ESP's payloads; "
+                  "then they are removed and the row stays (statuses, counts, a keyed hash of the address).")
+    metadata_days = serializers.IntegerField(
+        min_value=1, max_value=MAX_DAYS, required=False,
+        help_text="Days you read a message and its events at all (at least personal_data_days).")
+
+
+class RetentionSerializer(StrictInputMixin, serializers.Serializer):
+    transactional = StreamRetentionSerializer(required=False)
+    broadcast = StreamRetentionSerializer(required=False)
+
+
 class ServiceOutputSerializer(serializers.ModelSerializer):
+    retention = serializers.SerializerMethodField()
+
     class Meta:
         model = Service
-        fields = ["id", "name", "scopes", "rate_limit", "endpoint_rate_limits", "created"]
+        fields = ["id", "name", "scopes", "rate_limit", "endpoint_rate_limits", "retention", "created"]
+
+    @extend_schema_field(RetentionSerializer)
+    def get_retention(self, service: Service) -> dict[str, dict[str, int]]:
+        return {stream: kept.as_dict() for stream, kept in retention_of(service).items()}
+
+
+class ServicePatchSerializer(StrictInputMixin, serializers.Serializer):
+    retention = RetentionSerializer(help_text="Any part: the days not given stay as they are.")
 
 
 class KeyOutputSerializer(serializers.ModelSerializer):
@@ -107,6 +134,38 @@ class ServiceApi(generics.GenericAPIView):
     @extend_schema(summary="The caller's service", responses={200: ServiceOutputSerializer})
     def get(self, request: Request) -> Response:
         return Response(ServiceOutputSerializer(request.user.service).data)
+
+    @extend_schema(
+        summary="Change the service's retention per stream",
+        description="Scope `keys`. `retention.<stream>.personal_data_days` (1-3650) and "
+                    "`metadata_days` (personal_data_days-3650), any part; what is not given stays. "
+                    "A personal retention shorter than the wait of a message of that stream you "
+                    "have scheduled (one-off or campaign) is a 400 naming the field: a scheduled "
+                    "message keeps its data until it is sent. A 400 changes nothing; a test key "
+                    "is a 403.",
+        request=ServicePatchSerializer, responses={200: ServiceOutputSerializer},
+        examples=[OpenApiExample("Newsletters: a shorter personal retention", request_only=True,
+                                 value={"retention": {"broadcast": {"personal_data_days": 3}}})],
+    )
+    def patch(self, request: Request) -> Response:
+        # Reading what the service is takes any scope; changing it takes `keys`, the scope that
+        # manages the service itself (its keys, OAuth clients and team list).
+        if not client_allows(request.user, Scope.KEYS, request.method):
+            self.permission_denied(request, message="This credential lacks the 'keys' scope.",
+                                   code="missing_scope")
+        if request.user.key_type == KeyType.TEST:
+            # Retention applies to the live messages too: a test key reaches no further than
+            # the sandbox, as with the keys it may make.
+            self.permission_denied(request, message="A test key cannot change the service's retention.",
+                                   code="test_key")
+        serializer = ServicePatchSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            service = retention_set(service=request.user.service,
+                                    change=serializer.validated_data["retention"])
+        except RetentionRefusedError as exc:
+            raise serializers.ValidationError({exc.field: [str(exc)]}) from exc
+        return Response(ServiceOutputSerializer(service).data)
 
 
 class KeyListCreateApi(generics.GenericAPIView):

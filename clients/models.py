@@ -47,10 +47,33 @@ class Service(models.Model):
         default=dict, blank=True,
         help_text='Overrides per endpoint class, e.g. {"send": "10/s", "templates": "30/min"}.',
     )
+    # How long its messages keep personal data and metadata, per stream (clients/retention.py,
+    # decision 120): only what was set, {"broadcast": {"personal_data_days": 3}}; the rest
+    # follows the settings' defaults.
+    retention = models.JSONField(
+        default=dict, blank=True,
+        help_text="Days per stream, only what differs from the defaults: "
+                  '{"transactional": {"personal_data_days": 7, "metadata_days": 90}, "broadcast": {...}}.',
+    )
     created = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
         return self.name
+
+
+class RetentionMark(models.Model):
+    """How far one personal-data walk has gone (clients/retention.py): every row of its table
+    (and service, and stream) before (`through_at`, `through_id`) is done. The walks over
+    append-only tables (the event log, ESP events, webhook bodies) resume here instead of
+    reading again the rows they already scrubbed."""
+
+    key = models.CharField(max_length=200, primary_key=True)
+    through_at = models.DateTimeField(null=True, blank=True)
+    through_id = models.BigIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.through_at} #{self.through_id}"
 
 
 class ApiKey(AbstractAPIKey):

@@ -17,6 +17,7 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
 from core.admin_tools import LargeTableAdmin, NeverWritten, SystemWrittenAdmin
+from core.personal_data import recipient_hash
 from delivery.models import (
     AmbiguityRecord,
     DeadLetter,
@@ -79,6 +80,8 @@ class EmailMessageAdmin(SystemWrittenAdmin, LargeTableAdmin):
     # Exact matches only: each is an indexed lookup, where icontains would scan millions of rows.
     search_fields = ("=recipient", "=provider_message_id", "=idempotency_key")
     raw_id_fields = ("campaign", "client", "contact", "template_version")
+    # When the service's retention removed the address and context (decision 120).
+    readonly_fields = ("personal_data_removed_at",)
     inlines = [DeliveryAttemptInline]
     actions = ["cancel", "reconcile_accepted", "reconcile_not_accepted"]
 
@@ -94,7 +97,11 @@ class EmailMessageAdmin(SystemWrittenAdmin, LargeTableAdmin):
         # Ids, not a subquery: `contact_id IN (ids)` joins the other fields' index scans in one
         # BitmapOr, where a subplan in the OR forces a scan of the message table.
         contact_ids = list(of_address.values_list("pk", flat=True))
-        return Q(recipient__in=values, contact__isnull=True) | Q(contact__in=contact_ids)
+        # Rows past their personal retention keep only the address's keyed hash (decision
+        # 120): one probe of msg_client_recipient_hash_idx per service.
+        hashed = Q(client__in=list(clients.values_list("pk", flat=True)), contact__isnull=True,
+                   recipient_hash__in=[recipient_hash(value) for value in values if "@" in value])
+        return Q(recipient__in=values, contact__isnull=True) | Q(contact__in=contact_ids) | hashed
 
     @admin.action(description="Cancel: not sent yet (queued, scheduled or claimed), never send it",
                   permissions=["operate"])

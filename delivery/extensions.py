@@ -21,6 +21,9 @@ loads every installed app before it sends, so a worker always has the same rules
 - sandbox event sinks: `f([(message id, recipient)])`, told of test messages the sandbox has
   just accepted, so their simulated ESP events reach the feedback path (feedback registers it:
   delivery/services/sandbox.py).
+- personal-data removers: `f({message id: the address it had})`, called inside the transaction
+  that strips a batch of messages after their retention, to strip what the app keeps about
+  them (feedback registers one: the ESP events' addresses and payloads). Decision 120.
 """
 
 from __future__ import annotations
@@ -73,6 +76,7 @@ HeaderProvider = Callable[[SendableMessage], dict[str, str]]
 RenderExtender = Callable[[SendableMessage, "TemplateVersion"], RenderAddition | None]
 EvidenceReader = Callable[[list[int]], dict[int, dict]]
 SandboxEventSink = Callable[[list[tuple[int, str]]], None]
+PersonalDataRemover = Callable[[dict[int, str]], object]
 
 _claim_guards: list[str] = []
 _requeue_guards: list[str] = []
@@ -80,6 +84,7 @@ _header_providers: list[HeaderProvider] = []
 _render_extenders: list[RenderExtender] = []
 _evidence_readers: list[EvidenceReader] = []
 _sandbox_event_sinks: list[SandboxEventSink] = []
+_personal_data_removers: list[PersonalDataRemover] = []
 
 
 def register_claim_guard(sql: str) -> None:
@@ -110,6 +115,18 @@ def register_evidence_reader(reader: EvidenceReader) -> None:
 def register_sandbox_event_sink(sink: SandboxEventSink) -> None:
     if sink not in _sandbox_event_sinks:
         _sandbox_event_sinks.append(sink)
+
+
+def register_personal_data_remover(remover: PersonalDataRemover) -> None:
+    if remover not in _personal_data_removers:
+        _personal_data_removers.append(remover)
+
+
+def personal_data_removed(addresses: dict[int, str]) -> None:
+    """Tell every registered remover which messages lost their personal data (and their
+    addresses, to redact where they are quoted), in the batch's own transaction."""
+    for remover in _personal_data_removers:
+        remover(addresses)
 
 
 def sandbox_events_report(accepted: list[tuple[int, str]]) -> None:

@@ -18,6 +18,12 @@ from clients.key_types import KeyType
 from core.priorities import Priority
 from delivery.providers.base import Outcome
 
+# A message no send will touch again: personal-data removal may take these (decision 120).
+# QUEUED, SCHEDULED, SENDING and AMBIGUOUS are in flight and never scrubbed. A FAILED row can
+# still be requeued by an operator until it is scrubbed (the requeue refuses scrubbed rows).
+SETTLED_STATUSES = ("SENT", "DELIVERED", "OPENED", "CLICKED", "BOUNCED", "COMPLAINED", "FAILED",
+                    "SUPPRESSED", "CANCELLED")
+
 
 class EmailMessage(models.Model):
     class Status(models.TextChoices):
@@ -111,6 +117,12 @@ class EmailMessage(models.Model):
     # (core/api/metadata.py), NULL when none were given, so a campaign row stores nothing and
     # pays nothing in the metadata index (partial: WHERE metadata IS NOT NULL).
     metadata = models.JSONField(null=True, blank=True)
+    # Personal-data removal after the service's retention (issue 30, decision 120): the
+    # recipient becomes '' and the context {}, and the row keeps a keyed hash of the address
+    # (core/personal_data.py) so a look-up by a known address still finds it. Both NULL until
+    # then: adding them wrote no row, and a NULL costs a row one bit.
+    recipient_hash = models.BinaryField(max_length=32, null=True, blank=True, editable=False)
+    personal_data_removed_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         constraints = [
@@ -172,6 +184,17 @@ class EmailMessage(models.Model):
             # The daily facts (decision 118): the rows sent on one day. Partial: a row enters it
             # when it is sent, so an accept or a fan-out INSERT pays nothing.
             models.Index(fields=["sent_at"], name="msg_sent_at_idx", condition=Q(sent_at__isnull=False)),
+            # Personal-data removal (decision 120): per service and stream, the settled rows
+            # still holding personal data, oldest first. A row enters when it settles (that
+            # UPDATE already rewrites the status index entries) and leaves when it is scrubbed,
+            # so the walk reads only due rows, never one twice, and no row in flight.
+            models.Index(fields=["client", "stream", "created_at", "id"], name="msg_personal_due_idx",
+                         condition=Q(personal_data_removed_at__isnull=True, status__in=SETTLED_STATUSES)),
+            # The log by recipient for scrubbed rows of no contact, by the address's hash; only
+            # scrubbed rows pay (a contact's rows are still found through the contact).
+            models.Index(F("client"), F("recipient_hash"), F("created_at").desc(), F("id").desc(),
+                         name="msg_client_recipient_hash_idx",
+                         condition=Q(recipient_hash__isnull=False, contact__isnull=True)),
         ]
 
     def __str__(self) -> str:

@@ -137,3 +137,13 @@ def _held_reasons(message_ids: list[int]) -> dict[int, str]:
     records = (AmbiguityRecord.objects.filter(message_id__in=message_ids, kind=AmbiguityRecord.Kind.HELD)
                .order_by("message_id", "-id").distinct("message_id").values_list("message_id", "reason"))
     return dict(records)
+
+
+def scheduled_messages_pending_until(service_id: str, stream: str) -> datetime | None:
+    """The latest due time of the service's one-off messages of `stream` still SCHEDULED (a
+    campaign's are its own: campaigns registers them). One backward probe of
+    msg_client_scheduled_idx; what personal-data retention may not be shorter than."""
+    return (EmailMessage.objects
+            .filter(client_id=service_id, status=EmailMessage.Status.SCHEDULED, campaign__isnull=True,
+                    stream=stream, scheduled_for__isnull=False)
+            .order_by("-scheduled_for").values_list("scheduled_for", flat=True).first())

@@ -9,6 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from clients.retention import metadata_visible_since
 from eventlog.cursor import START, EventCursor, InvalidCursorError
 from eventlog.payloads import event_payload
 from eventlog.selectors import events_page, since_cursor
@@ -93,7 +94,8 @@ class EventListApi(APIView):
         description="Events of your own service only, in the order they were committed, "
                     "never skipping one that commits late. Start with `since` (or nothing: the "
                     "oldest kept, `NOTIFIER_EVENT_LOG_DAYS`), then pass each answer's `next` as "
-                    "`after`; poll with it even when `events` is empty. Deduplicate by `id`.",
+                    "`after`; poll with it even when `events` is empty. Deduplicate by `id`. "
+                    "Events older than your `metadata_days` of their stream are not read.",
         parameters=[EventsQuerySerializer],
         responses={200: EventPageSerializer},
         examples=[OpenApiExample("A page", response_only=True, value={
@@ -110,5 +112,6 @@ class EventListApi(APIView):
         service_id = request.user.pk  # the caller's own service, whatever its scopes
         cursor = params.get("after") or (since_cursor(service_id, params["since"]) if "since" in params
                                          else START)
-        events, following = events_page(service_id, cursor, params["limit"], params.get("types"))
+        events, following = events_page(service_id, cursor, params["limit"], params.get("types"),
+                                        visible_since=metadata_visible_since(request.user.service))
         return Response({"events": [event_payload(event) for event in events], "next": following.encode()})

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from datetime import datetime
 
 from django.db import connection
 
+from clients.retention import STREAM_OF_RECIPIENT_EVENTS
 from eventlog.cursor import EventCursor
 from eventlog.models import ServiceEvent
 
@@ -16,9 +17,11 @@ HORIZON_SQL = "pg_snapshot_xmin(pg_current_snapshot())"
 _EVENTS_AFTER = (
     "SELECT * FROM eventlog_serviceevent"
     " WHERE service_id = %s AND (txid, id) > (%s::text::xid8, %s)"
-    f" AND txid < {HORIZON_SQL}{{types}}"
+    f" AND txid < {HORIZON_SQL}{{types}}{{retention}}"
     " ORDER BY txid, id LIMIT %s"
 )
+# An event's stream: a message event's own; a consent event (recipient.*) the broadcast stream's.
+EVENT_STREAM_SQL = f"COALESCE(data->>'stream', '{STREAM_OF_RECIPIENT_EVENTS}')"
 
 
 # A cursor's id past any event's: (txid, _PAST_EVERY_ID) is after every event of txid.
@@ -27,16 +30,27 @@ _PAST_EVERY_ID = 2**62
 
 def events_after(
     service_id: str, cursor: EventCursor, limit: int, types: Collection[str] | None = None,
+    visible_since: Mapping[str, datetime] | None = None,
 ) -> list[ServiceEvent]:
     """The service's next `limit` settled events after `cursor`, in log order, of `types` only
-    when given (the others are passed over: the next cursor is the last event returned)."""
+    when given (the others are passed over: the next cursor is the last event returned), and
+    none recorded before `visible_since` of its stream (the metadata retention, 117-a)."""
     params: list[object] = [service_id, str(cursor.txid), cursor.id]
-    type_clause = ""
+    type_clause = retention_clause = ""
     if types is not None:
         type_clause = " AND type = ANY(%s)"
         params.append(list(types))
+    if visible_since:
+        oldest = min(visible_since.values())
+        retention_clause = " AND recorded_at >= %s"
+        params.append(oldest)
+        for stream, since in visible_since.items():
+            if since > oldest:
+                retention_clause += f" AND ({EVENT_STREAM_SQL} <> %s OR recorded_at >= %s)"
+                params += [stream, since]
     params.append(limit)
-    return list(ServiceEvent.objects.raw(_EVENTS_AFTER.format(types=type_clause), params))
+    sql = _EVENTS_AFTER.format(types=type_clause, retention=retention_clause)
+    return list(ServiceEvent.objects.raw(sql, params))
 
 
 def cursor_of(event: ServiceEvent) -> EventCursor:
@@ -79,13 +93,18 @@ def since_cursor(service_id: str, since: datetime) -> EventCursor:
 
 def events_page(
     service_id: str, cursor: EventCursor, limit: int, types: Collection[str] | None = None,
+    visible_since: Mapping[str, datetime] | None = None,
 ) -> tuple[list[ServiceEvent], EventCursor]:
     """A reader's page: up to `limit` settled events after `cursor`, and the cursor to go on
     from. A short page has examined every event settled when it was read, so its cursor moves
     on to that horizon (taken before the read: the read's own horizon is at least as far), and
-    a filtered poller never walks the same passed-over events twice."""
+    a filtered poller never walks the same passed-over events twice. With `visible_since` (the
+    service's metadata retention), a cursor older than the oldest event still shown starts at
+    that event's transaction (one index-only probe), so hidden events are not walked."""
     horizon = settled_horizon_cursor()
-    events = events_after(service_id, cursor, limit, types)
+    if visible_since:
+        cursor = max(cursor, since_cursor(service_id, min(visible_since.values())))
+    events = events_after(service_id, cursor, limit, types, visible_since)
     last = cursor_of(events[-1]) if events else cursor
     if len(events) < limit:
         return events, max(last, horizon, cursor)

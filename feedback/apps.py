@@ -26,3 +26,18 @@ class FeedbackConfig(AppConfig):
         # within NOTIFIER_SEND_GUARD_CACHE_SECONDS, decision 53).
         post_save.connect(forget_client_verdict, sender=ReputationHold)
         post_delete.connect(forget_client_verdict, sender=ReputationHold)
+
+        # Personal-data retention (decision 117-a): a message batch strips its ESP events in
+        # its own transaction; the walks after it strip the events and the webhook bodies no
+        # message batch reached.
+        from clients.personal_data import register_personal_data_step
+        from delivery.extensions import register_personal_data_remover
+        from feedback.services.personal_data import (
+            esp_events_step,
+            events_of_messages_strip,
+            webhook_bodies_step,
+        )
+
+        register_personal_data_remover(events_of_messages_strip)
+        register_personal_data_step("esp_events", esp_events_step, order=30)
+        register_personal_data_step("webhook_bodies", webhook_bodies_step, order=40)

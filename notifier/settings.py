@@ -266,13 +266,20 @@ NOTIFIER_PREFERENCE_LINK_DAYS = env.int("NOTIFIER_PREFERENCE_LINK_DAYS", default
 # from it); older ones are deleted by `purge_messages` (decision 115).
 NOTIFIER_EVENT_LOG_DAYS = env.int("NOTIFIER_EVENT_LOG_DAYS", default=30)
 # --- Data over time (issue 30) -------------------------------------------------------------------
-# How long a service's message rows (and their events) are kept: statistics of older days come
-# from the daily facts (analytics/horizon.py reads it in one place; decision 118).
-NOTIFIER_RETENTION_METADATA_DAYS = env.int("NOTIFIER_RETENTION_METADATA_DAYS", default=90)
 # The daily facts: the periodic run (beat, every 10 minutes) writes today so far, and each closed
 # day of this many last days again once an hour, so an event reported late (an ESP's webhook
 # retries, a backlog) still lands on its day.
 NOTIFIER_FACTS_REWRITE_DAYS = env.int("NOTIFIER_FACTS_REWRITE_DAYS", default=3)
+# Retention per service and stream (issue 30, decision 120): the defaults of a service that set
+# none. Personal data (address, context, provider payloads) is removed from rows kept after the
+# first; messages and events older than the second are hidden from the service's reads, and
+# statistics of older days come from the daily facts (analytics/horizon.py, decision 117).
+NOTIFIER_RETENTION_PERSONAL_DAYS = env.int("NOTIFIER_RETENTION_PERSONAL_DAYS", default=7)
+NOTIFIER_RETENTION_METADATA_DAYS = env.int("NOTIFIER_RETENTION_METADATA_DAYS", default=90)
+# The key of the keyed hash a scrubbed row keeps of its address (suppression matching, look-ups
+# by address). Unset: derived from SECRET_KEY, so rotating SECRET_KEY orphans every hash made
+# before (decision 120): set it on its own in production.
+NOTIFIER_RECIPIENT_HASH_KEY = env.str("NOTIFIER_RECIPIENT_HASH_KEY", default="")
 
 # --- API ---------------------------------------------------------------------------------------
 REST_FRAMEWORK = {

@@ -262,8 +262,19 @@ def _collection_checks(a: Objects, b: Tenant, kind: str = "first key"
         assert response.status_code == 201, response.content
         assert WebhookEndpoint.objects.filter(service=b.client, url=a.webhook.url).exists()
 
+    def own_retention() -> None:
+        """B changes its own service's retention only (a test key may not: a 403)."""
+        response = b.api.patch("/api/v1/service", {"retention": {"broadcast": {"personal_data_days": 3}}},
+                               format="json")
+        if kind == "test key":
+            assert response.status_code == 403, response.content
+            return
+        assert response.status_code == 200, response.content
+        assert Service.objects.get(pk=b.client.pk).retention == {"broadcast": {"personal_data_days": 3}}
+
     version = factories.template_version(client=b.client, name="b-own")
     return {
+        ("api/v1/service", "patch"): own_retention,
         ("api/v1/templates", "post"): created_own("/api/v1/templates", {
             "name": a.template.name, "subject": "s", "html_body": "<p>b</p>"}, Template, a.template.name),
         ("api/v1/lists", "post"): created_own("/api/v1/lists", {"name": a.contact_list.name}, ContactList,
@@ -290,6 +301,7 @@ def _collection_checks(a: Objects, b: Tenant, kind: str = "first key"
 
 
 def _assert_a_untouched(a: Objects) -> None:
+    assert Service.objects.get(pk=a.template.client_id).retention == {}
     template = Template.objects.get(pk=a.template.pk)
     assert template.is_active and template.current_version.version == 1
     contact = Contact.objects.get(pk=a.contact.pk)

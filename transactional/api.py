@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django.db.models import prefetch_related_objects
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiExample, extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -14,6 +15,7 @@ from rest_framework.views import APIView
 from audience.topic_fields import TopicSummarySerializer
 from clients.idempotency import idempotent
 from clients.key_types import KeyType, caller_key_type
+from clients.retention import metadata_visible_since
 from clients.send_guards import MaySend
 from clients.team import team_list_check
 from clients.tenancy import owned, owned_or_404
@@ -23,7 +25,7 @@ from delivery.models import EmailMessage
 from delivery.selectors import ambiguous_summary, messages_visible
 from transactional.inputs import MessageInputSerializer
 from transactional.log_api import LOG_DESCRIPTION, LOG_PARAMETERS, log_filters, log_query, next_page_url
-from transactional.message_log import messages_log
+from transactional.message_log import messages_log, within_retention
 from transactional.services import message_create
 
 
@@ -38,6 +40,11 @@ class MessageSerializer(serializers.ModelSerializer):
     topic = TopicSummarySerializer(allow_null=True, read_only=True,
                                    help_text="The broadcast message's topic; null: none.")
     metadata = MetadataField(read_only=True, help_text="Your references, as sent; null: none.")
+    recipient = serializers.SerializerMethodField(
+        help_text="null once the message's personal data was removed (personal_data_removed_at).")
+    personal_data_removed_at = serializers.DateTimeField(
+        read_only=True, allow_null=True,
+        help_text="When the address and context were removed after your retention; null: kept.")
 
     class Meta:
         model = EmailMessage
@@ -46,11 +53,15 @@ class MessageSerializer(serializers.ModelSerializer):
             "campaign",
             "provider", "provider_message_id", "attempts", "error", "created_at",
             "scheduled_for", "sent_at", "delivered_at", "opened_at", "clicked_at", "bounced_at",
-            "metadata",
+            "metadata", "personal_data_removed_at",
         ]
 
     def get_priority(self, message: EmailMessage) -> str:
         return Priority(message.priority).label
+
+    @extend_schema_field(OpenApiTypes.EMAIL)
+    def get_recipient(self, message: EmailMessage) -> str | None:
+        return None if message.personal_data_removed_at else message.recipient
 
 
 class MessageCreateApi(APIView):
@@ -138,7 +149,8 @@ class MessageCreateApi(APIView):
         limit = data["limit"]
         rows = messages_log(service_id=request.user.pk, key_type=caller_key_type(request),
                             filters=log_filters(data, metadata), after=data.get("cursor"),
-                            limit=limit + 1, asked_key_type=data.get("key_type"))
+                            limit=limit + 1, asked_key_type=data.get("key_type"),
+                            visible_since=metadata_visible_since(request.user.service))
         prefetch_related_objects(rows, "template_version__template", "topic")
         return Response({"next": next_page_url(request, rows, limit),
                          "results": MessageSerializer(rows[:limit], many=True).data})
@@ -161,6 +173,7 @@ class MessageDetailApi(APIView):
         params = self.InputSerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
         rows = EmailMessage.objects.select_related("template_version__template", "topic")
+        rows = within_retention(rows, metadata_visible_since(request.user.service))
         queryset = messages_visible(rows, key_type=caller_key_type(request),
                                     asked=params.validated_data.get("key_type"))
         message = owned_or_404(queryset, request.user, message="No such message.", pk=message_id)

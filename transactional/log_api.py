@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 
 from audience.models import Stream
 from clients.key_types import KeyType, caller_key_type
+from clients.retention import metadata_visible_since
 from clients.tenancy import owned_or_404
 from core.api.fields import SafeEmailField, StrictInputMixin
 from core.api.metadata import MAX_KEYS, MAX_VALUE_CHARS, metadata_key_error
@@ -25,7 +26,7 @@ from delivery.models import EmailMessage
 from delivery.selectors import messages_visible
 from templates.models import Template
 from transactional.message_history import PER_SOURCE, message_history
-from transactional.message_log import InvalidCursorError, LogCursor, LogFilters
+from transactional.message_log import InvalidCursorError, LogCursor, LogFilters, within_retention
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
@@ -131,7 +132,8 @@ LOG_DESCRIPTION = (
     "given. Cursor-paginated: follow `next` (null on the last page); a page never repeats or "
     "skips a message, and messages accepted while you page are newer than the first page (read "
     "them by starting again). `limit` 1-500 (default 50). A bad value is a 400 naming the "
-    "parameter.")
+    "parameter. Messages older than your `metadata_days` of their stream are not listed; "
+    "`recipient` also finds messages past their personal retention (their address is null).")
 
 
 class HistoryEventSerializer(serializers.Serializer):
@@ -168,7 +170,8 @@ class MessageEventsApi(APIView):
     def get(self, request: Request, message_id: int) -> Response:
         params = self.InputSerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
-        queryset = messages_visible(EmailMessage.objects.all(), key_type=caller_key_type(request),
+        rows = within_retention(EmailMessage.objects.all(), metadata_visible_since(request.user.service))
+        queryset = messages_visible(rows, key_type=caller_key_type(request),
                                     asked=params.validated_data.get("key_type"))
         message = owned_or_404(queryset, request.user, message="No such message.", pk=message_id)
         events = [{"type": e.type, "at": e.at, "source": e.source, "data": e.data}

@@ -4,7 +4,8 @@ newest first, by (created_at, id) keyset, never a COUNT and never an OFFSET.
 Every query leads with the service (`client_id = X`) and reads one of four indexes
 (delivery/models.py, decisions 114 and 116): (client, created_at, id) walked newest first for
 most filters; (campaign, status, created_at, id) for `campaign`, one range per status merged;
-(client, lower(recipient), created_at, id) of the rows of no contact, plus the service's
+(client, lower(recipient), created_at, id) of the rows of no contact, (client, recipient_hash,
+created_at, id) of those past their personal retention (decision 117-a), plus the service's
 contact of that address through the contact index, for `recipient`; the GIN index of
 `metadata` (jsonb_path_ops) for `metadata.<key>`. The cursor is the last row's (created_at, id):
 a page never repeats or skips a row that was there when the first page was read, and a message
@@ -14,6 +15,7 @@ accepted meanwhile is newer than every cursor, so it is on no later page.
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -24,6 +26,7 @@ from django.db.models.functions import Lower
 from audience.models import Contact
 from clients.key_types import KeyType, on_callers_side
 from core.api.metadata import Scalar
+from core.personal_data import recipient_hash
 from delivery.models import EmailMessage
 from templates.models import TemplateVersion
 
@@ -118,7 +121,8 @@ def _before(cursor: LogCursor) -> RawSQL:
 
 
 def log_querysets(*, service_id: str, key_type: str, filters: LogFilters, after: LogCursor | None,
-                  limit: int, asked_key_type: str | None = None) -> list[QuerySet[EmailMessage]]:
+                  limit: int, asked_key_type: str | None = None,
+                  visible_since: Mapping[str, datetime] | None = None) -> list[QuerySet[EmailMessage]]:
     """The queries whose merged rows are the page: one per status for `campaign` alone, one, or
     two for `recipient` when the service has a contact of that address (its one-off rows by
     msg_client_recipient_idx, its campaign rows by msg_contact_idx). Two queries, not an OR:
@@ -127,6 +131,8 @@ def log_querysets(*, service_id: str, key_type: str, filters: LogFilters, after:
     newest first, and stops at `limit`."""
     rows = EmailMessage.objects.filter(client_id=service_id)
     rows = on_callers_side(rows, KeyType.TEST if asked_key_type == KeyType.TEST else key_type)
+    if visible_since:
+        rows = within_retention(rows, visible_since)
     if filters.status is not None:
         rows = rows.filter(status=filters.status)
     if filters.template_id is not None:
@@ -151,18 +157,36 @@ def log_querysets(*, service_id: str, key_type: str, filters: LogFilters, after:
     if filters.recipient is not None:
         contact_id = _recipient_contact(service_id, filters.recipient)
         queries = [rows.alias(recipient_lower=Lower("recipient"))
-                   .filter(contact__isnull=True, recipient_lower=filters.recipient.lower())]
+                   .filter(contact__isnull=True, recipient_lower=filters.recipient.lower()),
+                   # Rows past their personal retention keep only the address's keyed hash
+                   # (decision 117-a): msg_client_recipient_hash_idx, in the same order.
+                   rows.filter(contact__isnull=True, recipient_hash=recipient_hash(filters.recipient))]
         if contact_id is not None:
             queries.append(rows.filter(contact_id=contact_id))
     return [query.order_by("-created_at", "-id")[:limit] for query in queries]
 
 
+def within_retention(rows: QuerySet[EmailMessage],
+                     visible_since: Mapping[str, datetime]) -> QuerySet[EmailMessage]:
+    """Only the rows the service still reads ({stream: oldest creation time read}, from its
+    metadata retention, decision 117-a): the oldest bound is a range of every index the log
+    walks (each ends in created_at), a stream with a shorter one is a filter on top."""
+    oldest = min(visible_since.values())
+    rows = rows.filter(created_at__gte=oldest)
+    shorter = {stream: since for stream, since in visible_since.items() if since > oldest}
+    for stream, since in shorter.items():
+        rows = rows.exclude(stream=stream, created_at__lt=since)
+    return rows
+
+
 def messages_log(*, service_id: str, key_type: str, filters: LogFilters, after: LogCursor | None,
-                 limit: int, asked_key_type: str | None = None) -> list[EmailMessage]:
+                 limit: int, asked_key_type: str | None = None,
+                 visible_since: Mapping[str, datetime] | None = None) -> list[EmailMessage]:
     """The service's messages matching `filters`, newest first, after `after`, at most `limit`
-    (the caller asks for limit + 1 to know whether there is a next page)."""
+    (the caller asks for limit + 1 to know whether there is a next page); none created before
+    `visible_since` of its stream (the service's metadata retention)."""
     queries = log_querysets(service_id=service_id, key_type=key_type, filters=filters, after=after,
-                            limit=limit, asked_key_type=asked_key_type)
+                            limit=limit, asked_key_type=asked_key_type, visible_since=visible_since)
     if len(queries) == 1:
         return list(queries[0])
     # One round trip: each part keeps its own ORDER BY .. LIMIT (its index walk), the UNION ALL

@@ -17,6 +17,7 @@ from datetime import datetime
 from django.db import connection
 from django.utils import timezone
 
+from core.personal_data import url_without_query
 from delivery.models import EmailMessage
 from feedback.models import EmailEvent
 from feedback.normalize import NormalizedEvent
@@ -40,6 +41,13 @@ class MessageRef:
     provider_message_id: str
     send_started_at: datetime | None  # the hand-off: how far this provider's events reach
     key_type: str  # a test key's message: its suppressions and reputation stay in its scope
+    # Set once the message's personal data was removed (decision 117-a): `recipient` is '' and
+    # an event's address is matched against this keyed hash instead.
+    recipient_hash: bytes | None = None
+
+    @property
+    def personal_data_removed(self) -> bool:
+        return self.recipient_hash is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +61,12 @@ def _key(event: NormalizedEvent) -> tuple[str, str]:
 
 
 _REF_FIELDS = ("id", "status", "campaign_id", "client_id", "recipient", "provider", "provider_message_id",
-               "send_started_at", "key_type")
+               "send_started_at", "key_type", "recipient_hash")
+
+
+def _ref(row: tuple) -> MessageRef:
+    *fields, hashed = row
+    return MessageRef(*fields, recipient_hash=bytes(hashed) if hashed is not None else None)
 
 
 def _refs_by_id(ids: set[int]) -> dict[int, MessageRef]:
@@ -65,7 +78,7 @@ def _refs_by_id(ids: set[int]) -> dict[int, MessageRef]:
     with connection.cursor() as cursor:
         cursor.execute(sql, [sorted(ids)])
         rows = cursor.fetchall()
-    return {row[0]: MessageRef(*row) for row in rows}
+    return {row[0]: _ref(row) for row in rows}
 
 
 def messages_resolve(events: Sequence[NormalizedEvent]) -> dict[tuple[str, str], MessageRef]:
@@ -78,7 +91,7 @@ def messages_resolve(events: Sequence[NormalizedEvent]) -> dict[tuple[str, str],
     if theirs:
         # No index on provider_message_id yet (delivery's model): rare fallback path.
         rows = EmailMessage.objects.filter(provider_message_id__in=theirs).values_list(*fields)
-        by_provider_id = {row[6]: MessageRef(*row) for row in rows}
+        by_provider_id = {row[6]: _ref(row) for row in rows}
     resolved = {}
     for event in events:
         ref = by_id.get(int(event.notifier_message_id)) if _known(event, by_id) else None
@@ -99,10 +112,14 @@ def events_store(events: Sequence[NormalizedEvent]) -> list[StoredEvent]:
     params: list[object] = []
     for event in ordered:
         ref = resolved.get(_key(event))
+        recipient, url, raw = event.recipient[:254], event.url or "", event.raw
+        if ref is not None and ref.personal_data_removed:
+            # A late event about a message past its retention is recorded (its status, marks,
+            # counters and service event follow as usual) without what its message lost.
+            recipient, url, raw = "", url_without_query(url), {}
         params += [
             ref.id if ref else None, event.provider, event.provider_event_id[:255], event.event_type.value,
-            event.bounce_type or "", event.recipient[:254], event.url or "", event.occurred_at, now,
-            json.dumps(event.raw),
+            event.bounce_type or "", recipient, url, event.occurred_at, now, json.dumps(raw),
         ]
     row = "(" + ", ".join(["%s"] * len(_COLUMNS)) + ")"
     sql = (

@@ -4,7 +4,8 @@ broadcast stream, decision 106); soft bounces by threshold.
 Also drops whose reason is the ESP's own bounce, unsubscribe or spam-report list: the ESP will
 not mail that address again, so neither do we (it would fail over to another provider).
 An event about one of our messages acts on that message's recipient, whatever address the event
-names: a different one is logged, never suppressed (decision 48).
+names: a different one is logged, never suppressed (decision 48). Once the message's personal
+data is removed, the event's address is acted on if its keyed hash is the message's (117-a).
 A test key's message (issue 27) suppresses in the test key's own scope (`Suppression.sandbox`),
 which stops test sends only, and never counts towards the soft-bounce tally that suppresses for
 everyone.
@@ -15,6 +16,7 @@ re-checks suppressions per batch, so a committed suppression stops further sends
 
 from __future__ import annotations
 
+import hmac
 import logging
 from collections import Counter
 from collections.abc import Iterable
@@ -27,6 +29,7 @@ from django.utils import timezone
 from audience.models import ConsentChange, Suppression
 from audience.services.consent import ConsentSubject, broadcast_unsubscribe
 from clients.key_types import KeyType
+from core.personal_data import recipient_hash
 from feedback.models import SoftBounceTally
 from feedback.normalize import EventType
 from feedback.services.events import StoredEvent
@@ -132,10 +135,21 @@ def soft_bounces_count(*, counts: Counter[str]) -> list[str]:
 
 
 def _address(stored: StoredEvent) -> str:
-    """The address to act on: our message's recipient when the event is about one of ours."""
+    """The address to act on: our message's recipient when the event is about one of ours; for
+    a message whose personal data was removed, the event's own address if it hashes to the one
+    the message had (decision 117-a), else none."""
     named = _normalized(stored.event.recipient)
     if stored.message is None:
         return named
+    if stored.message.personal_data_removed:
+        if named and hmac.compare_digest(recipient_hash(named), stored.message.recipient_hash):
+            return named
+        event = stored.event
+        logger.warning(
+            "%s %s event %s about message %d (personal data removed) names %s, not the address "
+            "the message had: nothing suppressed", event.provider, event.event_type.value,
+            event.provider_event_id, stored.message.id, "another address" if named else "no address")
+        return ""
     ours = _normalized(stored.message.recipient)
     if named and named != ours:
         event = stored.event

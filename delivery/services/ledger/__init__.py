@@ -14,7 +14,8 @@ Its modules, by who changes the rows:
   safely with the send path: `campaign_rows` (a campaign paused or cancelled, a contact gone),
   `scheduled_rows` (a scheduled message falling due or cancelled), `requeues` (a provider
   fault's rows, an operator's requeue, a reconciliation), `operator_rows` (a message an
-  operator cancels in the admin), `reported` (what the ESPs reported).
+  operator cancels in the admin), `reported` (what the ESPs reported), `personal_data` (the
+  address and context removed after the service's retention; never a status).
 - `sql` and `prepared`: the SQL pieces they share, the per-connection prepared statements.
 
 Callers import the package (`from delivery.services import ledger`, then `ledger.<name>`); every
@@ -30,6 +31,12 @@ from delivery.services.ledger.campaign_rows import (
 )
 from delivery.services.ledger.events import reported_events_record
 from delivery.services.ledger.operator_rows import message_unsent_cancel
+from delivery.services.ledger.personal_data import (
+    DueMessage,
+    messages_personal_data_count,
+    messages_personal_data_pick,
+    messages_personal_data_strip,
+)
 from delivery.services.ledger.reported import REPORTED_RANK, reported_statuses_apply
 from delivery.services.ledger.requeues import (
     ambiguous_message_requeue,
@@ -76,6 +83,7 @@ __all__ = [
     "REPORTED_RANK",
     "ClaimedMessage",
     "Cutoff",
+    "DueMessage",
     "HandOff",
     "ambiguous_message_requeue",
     "ambiguous_messages_resend",
@@ -99,6 +107,9 @@ __all__ = [
     "messages_mark_provider",
     "messages_mark_sent",
     "messages_mark_started",
+    "messages_personal_data_count",
+    "messages_personal_data_pick",
+    "messages_personal_data_strip",
     "messages_queued_read_for_send",
     "messages_release",
     "orphaned_messages_claim_requeue",

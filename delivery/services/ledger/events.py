@@ -52,7 +52,8 @@ def message_events_sql(rows: str, event_type: str | EventType, *, occurred_at: s
     `source`, a FROM item aliased `rows`), of `event_type` (an EventType, or a SQL expression
     such as `status_event_sql`'s). `extra`: more payload fields, or other expressions for them."""
     type_sql = f"'{event_type.value}'::varchar" if isinstance(event_type, EventType) else event_type
-    fields = {"recipient": f"{rows}.ev_recipient", "idempotency_key": _CLIENT_KEY.format(r=rows),
+    # A scrubbed row's recipient is '' (decision 120): its late events name none (null).
+    fields = {"recipient": f"NULLIF({rows}.ev_recipient, '')", "idempotency_key": _CLIENT_KEY.format(r=rows),
               "campaign_id": f"{rows}.ev_campaign", "stream": f"{rows}.ev_stream",
               "provider": f"NULLIF({rows}.ev_provider, '')", "error": f"NULLIF({rows}.ev_error, '')",
               # A test key's message (the sandbox, issue 27): receivers may keep them apart.

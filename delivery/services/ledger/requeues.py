@@ -28,7 +28,7 @@ def failed_messages_requeue(*, message_ids: Sequence[int], error: str) -> list[t
         f"UPDATE {TABLE} SET status = %s, claim_token = '', claimed_at = NULL, "
         f"send_started_at = NULL, error = %s WHERE id IN ({placeholders(message_ids)}) "
         f"AND status = %s AND provider_message_id = '' AND sent_at IS NULL "
-        f"AND {requeue_guard_sql()} RETURNING id, priority"
+        f"AND personal_data_removed_at IS NULL AND {requeue_guard_sql()} RETURNING id, priority"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [Status.QUEUED, error[:2000], *message_ids, Status.FAILED])
@@ -38,7 +38,8 @@ def failed_messages_requeue(*, message_ids: Sequence[int], error: str) -> list[t
 def _requeue_one(message_id: int, *, expected: str, error: str, **extra: object) -> int | None:
     """`expected` -> QUEUED with a fresh claim state; the row's priority, or None if it was not
     in `expected` (someone else moved it first)."""
-    rows = EmailMessage.objects.filter(id=message_id, status=expected)
+    # A scrubbed row has no address left to send to (decision 120): it is never requeued.
+    rows = EmailMessage.objects.filter(id=message_id, status=expected, personal_data_removed_at__isnull=True)
     changed = rows.update(status=Status.QUEUED, claim_token="", claimed_at=None,
                           send_started_at=None, error=error[:2000], **extra)
     if not changed:
