@@ -49,7 +49,7 @@ class CampaignsConfig(AppConfig):
         feedback.register_campaign_pauser(campaign_pause_for)
 
         # A scheduled campaign's rows keep their personal data until they are sent: the
-        # service's retention may not be set shorter than their wait (decision 117-a).
+        # service's retention may not be set shorter than their wait (decision 120).
         from campaigns.selectors import campaigns_pending_until
         from clients.retention import register_pending_horizon
 

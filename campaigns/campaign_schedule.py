@@ -193,7 +193,7 @@ def campaign_last_due(schedule: dict | None, *, now: datetime) -> datetime | Non
     """The latest time a row of a one-off scheduled campaign waits to be sent until (None: an
     immediate or recurring one: its rows are written when they are sent). From the compiled due
     instants when the fan-out has compiled them, else an upper bound from the request: what
-    personal-data retention may not be shorter than (decision 117-a)."""
+    personal-data retention may not be shorter than (decision 120)."""
     schedule = schedule or {}
     kind = schedule.get("type", "immediate")
     if kind not in ONE_OFF:

@@ -1,4 +1,4 @@
-"""What personal-data removal does to a value (issue 30, decision 117-a): the keyed hash a scrubbed
+"""What personal-data removal does to a value (issue 30, decision 120): the keyed hash a scrubbed
 row keeps of its address, and the redaction of an address quoted in free text (an SMTP answer
 such as "550 5.1.1 <ada@example.com>: user unknown") or in a stored JSON payload.
 

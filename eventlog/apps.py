@@ -9,5 +9,5 @@ class EventlogConfig(AppConfig):
         from clients.personal_data import register_personal_data_step
         from eventlog.personal_data import events_personal_data_step
 
-        # After the messages (decision 117-a): the events' copies of their addresses.
+        # After the messages (decision 120): the events' copies of their addresses.
         register_personal_data_step("events", events_personal_data_step, order=20)

@@ -1,4 +1,4 @@
-"""The event log's personal data, removed after each service's retention (decision 117-a).
+"""The event log's personal data, removed after each service's retention (decision 120).
 
 An event copies its message's recipient (and an error that may quote it) so a receiver needs no
 look-up; it is kept NOTIFIER_EVENT_LOG_DAYS (30), longer than the default personal retention

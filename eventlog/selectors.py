@@ -34,7 +34,7 @@ def events_after(
 ) -> list[ServiceEvent]:
     """The service's next `limit` settled events after `cursor`, in log order, of `types` only
     when given (the others are passed over: the next cursor is the last event returned), and
-    none recorded before `visible_since` of its stream (the metadata retention, 117-a)."""
+    none recorded before `visible_since` of its stream (the metadata retention, 120)."""
     params: list[object] = [service_id, str(cursor.txid), cursor.id]
     type_clause = retention_clause = ""
     if types is not None:

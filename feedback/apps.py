@@ -27,7 +27,7 @@ class FeedbackConfig(AppConfig):
         post_save.connect(forget_client_verdict, sender=ReputationHold)
         post_delete.connect(forget_client_verdict, sender=ReputationHold)
 
-        # Personal-data retention (decision 117-a): a message batch strips its ESP events in
+        # Personal-data retention (decision 120): a message batch strips its ESP events in
         # its own transaction; the walks after it strip the events and the webhook bodies no
         # message batch reached.
         from clients.personal_data import register_personal_data_step

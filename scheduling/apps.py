@@ -10,6 +10,6 @@ class SchedulingConfig(AppConfig):
         from scheduling.extensions import register_sweep
 
         # The event log's expiry and personal-data removal run in the scheduler's sweep thread,
-        # beside campaign recovery (decisions 115, 117-a): one lock holder, bounded steps.
+        # beside campaign recovery (decisions 115, 120): one lock holder, bounded steps.
         register_sweep(expiry_sweep)
         register_sweep(personal_data_sweep)

@@ -5,7 +5,7 @@ Every query leads with the service (`client_id = X`) and reads one of four index
 (delivery/models.py, decisions 114 and 116): (client, created_at, id) walked newest first for
 most filters; (campaign, status, created_at, id) for `campaign`, one range per status merged;
 (client, lower(recipient), created_at, id) of the rows of no contact, (client, recipient_hash,
-created_at, id) of those past their personal retention (decision 117-a), plus the service's
+created_at, id) of those past their personal retention (decision 120), plus the service's
 contact of that address through the contact index, for `recipient`; the GIN index of
 `metadata` (jsonb_path_ops) for `metadata.<key>`. The cursor is the last row's (created_at, id):
 a page never repeats or skips a row that was there when the first page was read, and a message
@@ -159,7 +159,7 @@ def log_querysets(*, service_id: str, key_type: str, filters: LogFilters, after:
         queries = [rows.alias(recipient_lower=Lower("recipient"))
                    .filter(contact__isnull=True, recipient_lower=filters.recipient.lower()),
                    # Rows past their personal retention keep only the address's keyed hash
-                   # (decision 117-a): msg_client_recipient_hash_idx, in the same order.
+                   # (decision 120): msg_client_recipient_hash_idx, in the same order.
                    rows.filter(contact__isnull=True, recipient_hash=recipient_hash(filters.recipient))]
         if contact_id is not None:
             queries.append(rows.filter(contact_id=contact_id))
@@ -169,7 +169,7 @@ def log_querysets(*, service_id: str, key_type: str, filters: LogFilters, after:
 def within_retention(rows: QuerySet[EmailMessage],
                      visible_since: Mapping[str, datetime]) -> QuerySet[EmailMessage]:
     """Only the rows the service still reads ({stream: oldest creation time read}, from its
-    metadata retention, decision 117-a): the oldest bound is a range of every index the log
+    metadata retention, decision 120): the oldest bound is a range of every index the log
     walks (each ends in created_at), a stream with a shorter one is a filter on top."""
     oldest = min(visible_since.values())
     rows = rows.filter(created_at__gte=oldest)

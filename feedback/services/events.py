@@ -41,7 +41,7 @@ class MessageRef:
     provider_message_id: str
     send_started_at: datetime | None  # the hand-off: how far this provider's events reach
     key_type: str  # a test key's message: its suppressions and reputation stay in its scope
-    # Set once the message's personal data was removed (decision 117-a): `recipient` is '' and
+    # Set once the message's personal data was removed (decision 120): `recipient` is '' and
     # an event's address is matched against this keyed hash instead.
     recipient_hash: bytes | None = None
 

@@ -1,4 +1,4 @@
-"""What feedback keeps of personal data, removed after retention (issue 30, decision 117-a).
+"""What feedback keeps of personal data, removed after retention (issue 30, decision 120).
 
 - `events_of_messages_strip`: a delivery personal-data remover. In the transaction that strips a
   batch of messages, their ESP events lose the address, the raw payload and the clicked link's

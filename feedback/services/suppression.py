@@ -5,7 +5,7 @@ Also drops whose reason is the ESP's own bounce, unsubscribe or spam-report list
 not mail that address again, so neither do we (it would fail over to another provider).
 An event about one of our messages acts on that message's recipient, whatever address the event
 names: a different one is logged, never suppressed (decision 48). Once the message's personal
-data is removed, the event's address is acted on if its keyed hash is the message's (117-a).
+data is removed, the event's address is acted on if its keyed hash is the message's (120).
 A test key's message (issue 27) suppresses in the test key's own scope (`Suppression.sandbox`),
 which stops test sends only, and never counts towards the soft-bounce tally that suppresses for
 everyone.
@@ -137,7 +137,7 @@ def soft_bounces_count(*, counts: Counter[str]) -> list[str]:
 def _address(stored: StoredEvent) -> str:
     """The address to act on: our message's recipient when the event is about one of ours; for
     a message whose personal data was removed, the event's own address if it hashes to the one
-    the message had (decision 117-a), else none."""
+    the message had (decision 120), else none."""
     named = _normalized(stored.event.recipient)
     if stored.message is None:
         return named

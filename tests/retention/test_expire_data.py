@@ -1,5 +1,5 @@
 """`manage.py expire_data [--as-of] [--batch-size] [--dry-run]` and the scheduler's bounded step
-(issue 30, decision 117-a): a dry run counts what a run would remove as of a given time and
+(issue 30, decision 120): a dry run counts what a run would remove as of a given time and
 changes nothing; the run removes exactly that, batch by batch; the sweep runs at most once a
 minute; the pick of a batch reads the partial index of due rows, never the table."""
 

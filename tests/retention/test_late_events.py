@@ -1,4 +1,4 @@
-"""A late ESP event about a message whose personal data was removed (issue 30, decision 117-a)
+"""A late ESP event about a message whose personal data was removed (issue 30, decision 120)
 is still recorded: a signed SendGrid webhook over real HTTP, stored and processed as the ops
 worker does, moves the status, counts once in the campaign's counters, writes the service's
 event (with no recipient), stores the ESP event without the address or payload, and a hard

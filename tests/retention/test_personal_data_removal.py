@@ -1,5 +1,5 @@
 """Personal data is removed after each service's retention while every count stays (issue 30,
-decision 117-a): `manage.py expire_data` strips the messages of a campaign and of one-off sends
+decision 120): `manage.py expire_data` strips the messages of a campaign and of one-off sends
 (address, context, the address quoted in attempts, dead letters and ambiguity evidence, the ESP
 events' addresses and payloads, the event log's copies, the raw webhook bodies) and the campaign
 statistics, the dashboard and the counters read the same before and after. Rows in flight are

@@ -1,4 +1,4 @@
-"""What a service reads after its retentions (issue 30, decision 117-a): the message log's
+"""What a service reads after its retentions (issue 30, decision 120): the message log's
 `recipient` filter still finds a message stripped of its address (its keyed hash, by an index),
 and so do the admin's search and a contact's campaign rows; a stripped message shows no
 recipient; messages and events older than the metadata retention of their stream are hidden

@@ -1,4 +1,4 @@
-"""GET/PATCH /api/v1/service `retention` and the admin's form (issue 30, decision 117-a): the
+"""GET/PATCH /api/v1/service `retention` and the admin's form (issue 30, decision 120): the
 defaults shown, any part set, a bad value a 400 naming its JSON path that writes nothing, a
 personal retention shorter than a pending schedule refused (one-off rows and a scheduled
 campaign), the `keys` scope, and the same rules in the admin."""
