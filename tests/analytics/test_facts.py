@@ -13,13 +13,14 @@ from django.core.management.base import CommandError
 from django_celery_beat.models import PeriodicTask
 
 from analytics.dashboard.selectors import dashboard_data
-from analytics.horizon import day_start, utc_today
+from analytics.horizon import day_start, metadata_horizon, utc_today
 from analytics.models import COUNTERS, DayFact, FactsDay
 from analytics.services.facts import facts_days_to_write, facts_write_day
 from analytics.tasks import write_facts
 from audience.models import Suppression
 from campaigns.models import Campaign
 from clients.models import ApiKey, Service
+from clients.retention import retention_set
 from delivery.models import EmailMessage
 from feedback.normalize import EventType as E
 from feedback.services.processing import events_process
@@ -198,7 +199,8 @@ def test_facts_outlive_the_rows_and_the_service(api, history, settings, purged_q
     # The rows are gone (the retention): the API answers the same from the facts, and the hourly
     # run leaves the days past the horizon as they are.
     EmailMessage.objects.filter(client=service).delete()
-    settings.NOTIFIER_RETENTION_METADATA_DAYS = 1
+    # (The metadata retention is never below the personal one: decision 120.)
+    settings.NOTIFIER_RETENTION_PERSONAL_DAYS = settings.NOTIFIER_RETENTION_METADATA_DAYS = 1
     write_facts()
     assert days_of(api, query) == answer
     # The campaign began before the horizon: its counts come from the facts.
@@ -207,7 +209,7 @@ def test_facts_outlive_the_rows_and_the_service(api, history, settings, purged_q
     assert (stats["counts"]["sent"], stats["counts"]["delivered"], stats["counts"]["messages"]) == (6, 5, 0)
     # Disabled (every key revoked), then deleted: the facts stay, with the service's id.
     ApiKey.objects.filter(service=service).update(revoked=True)
-    settings.NOTIFIER_RETENTION_METADATA_DAYS = 90
+    settings.NOTIFIER_RETENTION_PERSONAL_DAYS, settings.NOTIFIER_RETENTION_METADATA_DAYS = 7, 90
     stored = sorted(DayFact.objects.filter(service_id=service.pk).values_list("day", "template_id", "sent"))
     Campaign.objects.filter(client=service).delete()
     # (A broadcast suppression names its service: SET NULL would break its check constraint.)
@@ -220,6 +222,14 @@ def test_facts_outlive_the_rows_and_the_service(api, history, settings, purged_q
     assert sorted(kept) == stored
     days = {p["date"]: p for p in dashboard_data()["days"]["points"]}
     assert days[day(4).isoformat()]["sent"] == 6 and days[day(3).isoformat()]["opened"] == 2
+
+
+def test_a_services_horizon_is_its_shorter_metadata_retention(db):
+    service = factories.owner()
+    now = day_start(TODAY)
+    assert metadata_horizon(service, now=now) == now - timedelta(days=90)  # the default
+    retention_set(service=service, change={"transactional": {"metadata_days": 30}})
+    assert metadata_horizon(Service.objects.get(pk=service.pk), now=now) == now - timedelta(days=30)
 
 
 def test_the_days_to_write_and_the_schedule(settings):
