@@ -29,11 +29,11 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import harness
+from bench.harness import sql
 
 DATABASE = "notifier_facts"
 SHARES = (0.5, 0.3, 0.15, 0.05)
@@ -43,18 +43,6 @@ CAMPAIGNS = 20
 OUTCOME = ("CASE WHEN {h} < 10 THEN 'FAILED' WHEN {h} < 20 THEN 'SUPPRESSED' WHEN {h} < 30 THEN 'BOUNCED' "
            "WHEN {h} < 31 THEN 'COMPLAINED' WHEN {h} < 61 THEN 'CLICKED' WHEN {h} < 181 THEN 'OPENED' "
            "ELSE 'DELIVERED' END")
-
-
-def own_database_url() -> str:
-    parts = urlsplit(os.environ["DATABASE_URL"])
-    return urlunsplit(parts._replace(path=f"/{DATABASE}"))
-
-
-def sql(statement: str, params: list | dict | None = None) -> list[tuple]:
-    from django.db import connection
-    with connection.cursor() as cursor:
-        cursor.execute(statement, params or [])
-        return cursor.fetchall() if cursor.description else []
 
 
 def make_services() -> list[tuple[str, list[int], int]]:
@@ -138,8 +126,8 @@ def main() -> None:
     parser.add_argument("--days", type=int, default=4)
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
-    os.environ["DATABASE_URL"] = own_database_url()
-    _server(f'CREATE DATABASE "{DATABASE}"')
+    os.environ["DATABASE_URL"] = harness.scratch_database_url(DATABASE)
+    harness.server_statement(f'CREATE DATABASE "{DATABASE}"')
     harness.django_setup()
     from django.db import connections
 
@@ -227,22 +215,8 @@ def sent_index_ab(rows: int = 200_000, batch: int = 500, rounds: int = 40) -> No
 
 
 def _drop() -> None:
-    _server(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
+    harness.server_statement(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
     print(f"dropped database {DATABASE}")
-
-
-def _server(statement: str) -> None:
-    """One statement on the server's `postgres` database (CREATE / DROP DATABASE)."""
-    import psycopg2
-
-    parts = urlsplit(os.environ["DATABASE_URL"])
-    query = dict(part.split("=", 1) for part in parts.query.split("&") if part)
-    conn = psycopg2.connect(dbname="postgres", user=parts.username or None, password=parts.password or None,
-                            host=parts.hostname or query.get("host"), port=parts.port or 5432)
-    conn.autocommit = True
-    with conn.cursor() as cursor:
-        cursor.execute(statement)
-    conn.close()
 
 
 if __name__ == "__main__":

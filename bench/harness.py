@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import psutil
 import requests
@@ -62,6 +63,36 @@ def ensure_database() -> None:
         if not cursor.fetchone():
             cursor.execute(f'CREATE DATABASE "{cfg["NAME"]}"')
     conn.close()
+
+
+def scratch_database_url(name: str) -> str:
+    """DATABASE_URL with its database replaced by `name` (a benchmark's own, created and dropped
+    with `server_statement`)."""
+    return urlunsplit(urlsplit(os.environ["DATABASE_URL"])._replace(path=f"/{name}"))
+
+
+def server_statement(statement: str, url: str | None = None) -> None:
+    """One statement on the server's `postgres` database (CREATE / DROP DATABASE), on the server
+    of `url` (DATABASE_URL by default)."""
+    import psycopg2
+
+    parts = urlsplit(url or os.environ["DATABASE_URL"])
+    query = dict(part.split("=", 1) for part in parts.query.split("&") if part)
+    conn = psycopg2.connect(dbname="postgres", user=parts.username or None, password=parts.password or None,
+                            host=parts.hostname or query.get("host"), port=parts.port or 5432)
+    conn.autocommit = True
+    with conn.cursor() as cursor:
+        cursor.execute(statement)
+    conn.close()
+
+
+def sql(statement: str, params: list | dict | None = None) -> list[tuple]:
+    """One statement on Django's connection; its rows, if it returns any."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params or [])
+        return cursor.fetchall() if cursor.description else []
 
 
 def manage(*args: str, env: dict[str, str] | None = None, check: bool = True,

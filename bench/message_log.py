@@ -31,11 +31,11 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import harness
+from bench.harness import sql
 
 DATABASE = "notifier_log10m"
 SHARES = (0.5, 0.3, 0.15, 0.05)
@@ -61,37 +61,11 @@ STATUS_CASE = ("CASE WHEN (g*31)%1000<600 THEN 'SENT' WHEN (g*31)%1000<850 THEN 
 TEMPLATE_SQL, STATUS_SQL = TEMPLATE_CASE.replace("%", "%%"), STATUS_CASE.replace("%", "%%")
 
 
-def own_database_url() -> str:
-    parts = urlsplit(os.environ["DATABASE_URL"])
-    return urlunsplit(parts._replace(path=f"/{DATABASE}"))
-
-
-def _server(url: str, statement: str) -> None:
-    """Run one statement on the server's `postgres` database (CREATE / DROP DATABASE)."""
-    import psycopg2
-
-    parts = urlsplit(url)
-    query = dict(part.split("=", 1) for part in parts.query.split("&") if part)
-    conn = psycopg2.connect(dbname="postgres", user=parts.username or None, password=parts.password or None,
-                            host=parts.hostname or query.get("host"), port=parts.port or 5432)
-    conn.autocommit = True
-    with conn.cursor() as cursor:
-        cursor.execute(statement)
-    conn.close()
-
-
 def drop_database(url: str) -> None:
     from django.db import connections
     connections.close_all()
-    _server(url, f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
+    harness.server_statement(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)', url)
     print(f"dropped database {DATABASE}")
-
-
-def sql(statement: str, params: list | None = None) -> list[tuple]:
-    from django.db import connection
-    with connection.cursor() as cursor:
-        cursor.execute(statement, params or [])
-        return cursor.fetchall() if cursor.description else []
 
 
 def make_services() -> list[dict]:
@@ -318,7 +292,7 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true", help="a database a --keep run left: queries only")
     parser.add_argument("--no-explain", action="store_true")
     args = parser.parse_args()
-    url = own_database_url()
+    url = harness.scratch_database_url(DATABASE)
     os.environ["DATABASE_URL"] = url
     try:
         harness.django_setup()
@@ -339,7 +313,7 @@ def main() -> None:
 
 def setup(args: argparse.Namespace) -> None:
     drop_database(os.environ["DATABASE_URL"])
-    _server(os.environ["DATABASE_URL"], f'CREATE DATABASE "{DATABASE}"')
+    harness.server_statement(f'CREATE DATABASE "{DATABASE}"', os.environ["DATABASE_URL"])
     harness.manage("migrate", "--no-input", env=dict(os.environ))
     services = make_services()
     log_set = {name: definition for name, definition in secondary_indexes().items() if name in LOG_INDEXES}
