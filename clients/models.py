@@ -15,6 +15,7 @@ from __future__ import annotations
 import secrets
 
 from django.db import models
+from django.db.models import Value
 from rest_framework_api_key.models import AbstractAPIKey, BaseAPIKeyManager
 
 from clients.key_types import KeyType
@@ -49,9 +50,10 @@ class Service(models.Model):
     )
     # How long its messages keep personal data and metadata, per stream (clients/retention.py,
     # decision 120): only what was set, {"broadcast": {"personal_data_days": 3}}; the rest
-    # follows the settings' defaults.
+    # follows the settings' defaults. A database default too: a process of the release before
+    # (a rolling deploy) inserts services without the column.
     retention = models.JSONField(
-        default=dict, blank=True,
+        default=dict, db_default=Value({}, output_field=models.JSONField()), blank=True,
         help_text="Days per stream, only what differs from the defaults: "
                   '{"transactional": {"personal_data_days": 7, "metadata_days": 90}, "broadcast": {...}}.',
     )

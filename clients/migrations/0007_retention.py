@@ -22,6 +22,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='service',
             name='retention',
-            field=models.JSONField(blank=True, default=dict, help_text='Days per stream, only what differs from the defaults: {"transactional": {"personal_data_days": 7, "metadata_days": 90}, "broadcast": {...}}.'),
+            field=models.JSONField(blank=True, db_default=models.Value({}, output_field=models.JSONField()), default=dict, help_text='Days per stream, only what differs from the defaults: {"transactional": {"personal_data_days": 7, "metadata_days": 90}, "broadcast": {...}}.'),
         ),
     ]

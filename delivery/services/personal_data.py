@@ -19,10 +19,12 @@ and rows in flight (QUEUED, SCHEDULED, SENDING, AMBIGUOUS: not in the pick's ind
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import cycle, islice
+from typing import Any
 
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from clients.personal_data import ExpireRun, Policy
@@ -83,15 +85,8 @@ def messages_personal_data_batch(policy: Policy, *, before: object, limit: int,
 
 def _attempts_redact(addresses: dict[int, str]) -> None:
     """Attempt errors quoting the address (most attempts have no error: only those are read)."""
-    rows = list(DeliveryAttempt.objects.filter(message_id__in=list(addresses), error__contains="@")
-                .only("id", "message_id", "error"))
-    changed = []
-    for row in rows:
-        clean = redact(row.error, addresses[row.message_id])
-        if clean != row.error:
-            row.error = clean
-            changed.append(row)
-    DeliveryAttempt.objects.bulk_update(changed, ["error"])
+    rows = DeliveryAttempt.objects.filter(message_id__in=list(addresses), error__contains="@")
+    _redact_field(rows.only("id", "message_id", "error"), "error", redact, addresses)
 
 
 def _dead_letters_strip(addresses: dict[int, str]) -> None:
@@ -105,11 +100,18 @@ def _dead_letters_strip(addresses: dict[int, str]) -> None:
 
 
 def _ambiguity_evidence_redact(addresses: dict[int, str]) -> None:
-    rows = list(AmbiguityRecord.objects.filter(message_id__in=list(addresses)).exclude(evidence={}))
+    rows = AmbiguityRecord.objects.filter(message_id__in=list(addresses)).exclude(evidence={})
+    _redact_field(rows, "evidence", redact_json, addresses)
+
+
+def _redact_field(rows: QuerySet, field: str, redacted: Callable[[Any, str], Any],
+                  addresses: dict[int, str]) -> None:
+    """Each row's `field` without its message's address; only the rows it changes are written."""
     changed = []
     for row in rows:
-        clean = redact_json(row.evidence, addresses[row.message_id])
-        if clean != row.evidence:
-            row.evidence = clean
+        clean = redacted(getattr(row, field), addresses[row.message_id])
+        if clean != getattr(row, field):
+            setattr(row, field, clean)
             changed.append(row)
-    AmbiguityRecord.objects.bulk_update(changed, ["evidence"])
+    if changed:
+        type(changed[0]).objects.bulk_update(changed, [field])
