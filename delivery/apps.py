@@ -7,6 +7,7 @@ class DeliveryConfig(AppConfig):
     def ready(self) -> None:
         from clients.personal_data import register_personal_data_step
         from clients.retention import register_pending_horizon
+        from delivery import partitioning  # noqa: F401  (registers the day-partitioned tables)
         from delivery.selectors import scheduled_messages_pending_until
         from delivery.services.personal_data import messages_personal_data_step
 

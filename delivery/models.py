@@ -3,6 +3,12 @@
 PostgreSQL is the system of record. A worker moves a row QUEUED -> SENDING with one conditional
 UPDATE before it talks to any provider, so a redelivered task finds nothing to claim; the unique
 idempotency key makes a repeated API call or a restarted fan-out write nothing new.
+
+Messages and attempts are partitioned by day on their id (delivery/partitioning.py, decision
+122): an id carries its UTC day (`day << 32 | sequence`), so no constraint here reaches across
+days; the idempotency key is unique within a day and checked across the day before by the
+accept statements, and nothing holds a database foreign key to a message (its day is dropped
+whole at expiry).
 """
 
 from __future__ import annotations
@@ -125,11 +131,9 @@ class EmailMessage(models.Model):
     personal_data_removed_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
-        constraints = [
-            # A constraint, not `unique=True`: on PostgreSQL the field option also builds a
-            # second, `varchar_pattern_ops` index that no query uses. ON CONFLICT infers this one.
-            models.UniqueConstraint(fields=["idempotency_key"], name="msg_idempotency_key_uniq"),
-        ]
+        # The idempotency key's unique index is each day partition's own (msg_idempotency_key_uniq
+        # in delivery/partitioning.py: PostgreSQL allows a unique index on the partitioned table
+        # only with the partition key in it); the accept statements check the day before.
         indexes = [
             # Claim is by primary key; recovery scans stale SENDING/QUEUED/AMBIGUOUS rows.
             models.Index(fields=["status", "claimed_at"], name="msg_status_claimed_idx"),
@@ -207,7 +211,10 @@ class DeliveryAttempt(models.Model):
 
     Outcome = Outcome  # defined once, beside the providers that produce it
 
-    message = models.ForeignKey(EmailMessage, on_delete=models.CASCADE, related_name="delivery_attempts")
+    # No database constraint: a message's day is dropped whole at expiry, and its attempts'
+    # days after it (decision 122). Django still cascades a deletion.
+    message = models.ForeignKey(EmailMessage, on_delete=models.CASCADE, related_name="delivery_attempts",
+                                db_constraint=False)
     provider = models.CharField(max_length=20)
     outcome = models.CharField(max_length=10, choices=Outcome.choices)
     response_code = models.CharField(max_length=20, blank=True, default="")
@@ -223,7 +230,9 @@ class DeadLetter(models.Model):
     or `manage.py requeue_dead_letters` sends it again, so a dead letter is requeued exactly once.
     """
 
-    message = models.ForeignKey(EmailMessage, on_delete=models.CASCADE, related_name="dead_letters")
+    # No database constraint: expiry deletes a day's dead letters before it drops the day.
+    message = models.ForeignKey(EmailMessage, on_delete=models.CASCADE, related_name="dead_letters",
+                                db_constraint=False)
     payload = models.JSONField(default=dict)
     attempts = models.JSONField(default=list)
     final_error = models.TextField(blank=True, default="")

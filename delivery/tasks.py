@@ -70,3 +70,19 @@ def send_batch(self, message_ids: list[int], priority: int, attempt: int = 0, pi
     _follow_up(report, priority, attempt, pinned)
     return (f"sent={report.sent} failed={report.failed} retry={len(report.retry_ids)} "
             f"deferred={len(report.deferred_ids)} dead={report.dead_lettered}")
+
+
+# Beat, hourly (migration 0024), on the maintenance queue: the coming week's day partitions,
+# and the days past every service's metadata retention detached and dropped (decision 122).
+@shared_task(name="delivery.partitions_upkeep", ignore_result=True)
+def partitions_upkeep() -> dict[str, list[str]]:
+    from django.utils import timezone
+
+    from clients.history_expiry import history_expire
+    from core.partitions.upkeep import partitions_ahead
+
+    created = partitions_ahead()
+    dropped = history_expire(timezone.now())
+    for kept in (d for d in dropped if d.kept_in_flight):
+        logger.warning("partition %s is past retention but holds a message in flight: kept", kept.partition)
+    return {"created": created, "dropped": [d.partition for d in dropped if not d.kept_in_flight]}

@@ -11,6 +11,7 @@ class FeedbackConfig(AppConfig):
 
         from clients.send_guards import register_send_guard
         from delivery.extensions import register_evidence_reader, register_sandbox_event_sink
+        from feedback import partitioning  # noqa: F401  (registers the day-partitioned tables)
         from feedback.models import ReputationHold
         from feedback.permissions import forget_client_verdict, reputation_hold_refusal
         from feedback.selectors import stored_events_about

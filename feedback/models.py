@@ -17,9 +17,11 @@ class EmailEvent(models.Model):
     Type = EventType  # defined once, with the normalizer that produces it
 
     # No separate FK index: the (message, event_type) index below serves lookups by message.
+    # No database constraint: events and messages are partitioned by their own days and dropped
+    # whole (decision 122); an event for a message whose day is gone keeps its id.
     message = models.ForeignKey(
         "delivery.EmailMessage", null=True, blank=True, on_delete=models.CASCADE, related_name="events",
-        db_index=False,
+        db_index=False, db_constraint=False,
     )
     provider = models.CharField(max_length=20)
     provider_event_id = models.CharField(max_length=255)
@@ -32,11 +34,8 @@ class EmailEvent(models.Model):
     raw = models.JSONField(default=dict)
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(
-                fields=["provider", "provider_event_id"], name="event_provider_id_unique"
-            )
-        ]
+        # (provider, provider_event_id) is unique in each day partition (event_provider_id_unique,
+        # feedback/partitioning.py); the insert checks the day before too.
         indexes = [
             models.Index(fields=["message", "event_type"], name="event_message_type_idx"),
             models.Index(fields=["event_type", "occurred_at"], name="event_type_time_idx"),
@@ -87,7 +86,9 @@ class MessageEventMark(models.Model):
     whether this is the first open/click/... of that message, however often the ESP repeats it.
     """
 
-    message = models.ForeignKey("delivery.EmailMessage", on_delete=models.CASCADE, related_name="+")
+    # Partitioned by message_id, on its message's days (decision 122): dropped with them.
+    message = models.ForeignKey("delivery.EmailMessage", on_delete=models.CASCADE, related_name="+",
+                                db_constraint=False)
     event_type = models.CharField(max_length=16)
     first_at = models.DateTimeField()
 

@@ -1,14 +1,15 @@
 """Create a batch of transactional messages (POST /api/v1/messages/batch, issue 29).
 
 The valid items of a batch are recorded by one statement, a multi-row INSERT over `unnest` of
-one array per column (decision 105): `ON CONFLICT (idempotency_key) DO NOTHING RETURNING`, the
-suppression check inside it per row, as the single send's statement does (decision 52). Each
-item keeps its own idempotency key: a key that exists (from an earlier call, or from an earlier
-item of this batch) is answered by one SELECT over all of them, as the first message's replay
-or a conflict, exactly as a single send. After commit the new QUEUED ids are published with one
-broker call per priority, and the SCHEDULED ones go to the due set in one call. A batch of
-transactional mail only is the statement it always was; one with a broadcast item also asks, for
-those items, whether the recipient left the service's broadcast stream or the item's topic.
+one array per column (decision 105): `ON CONFLICT DO NOTHING RETURNING` (the days before: NOT
+EXISTS, decision 122), the suppression check inside it per row, as the single send's statement
+does (decision 52). Each item keeps its own idempotency key: a key that exists (from an earlier
+call, or from an earlier item of this batch) is answered by one SELECT over all of them, as the
+first message's replay or a conflict, exactly as a single send. After commit the new QUEUED ids
+are published with one broker call per priority, and the SCHEDULED ones go to the due set in
+one call. A batch of transactional mail only is the statement it always was; one with a
+broadcast item also asks, for those items, whether the recipient left the service's broadcast
+stream or the item's topic.
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ from audience.models import Stream, Topic
 from audience.selectors import broadcast_withheld_sql, email_is_suppressed_sql
 from clients.key_types import KeyType
 from clients.models import Service
+from core.partitions.routing import execute_routed, idempotency_floor
 from core.priorities import Priority
 from delivery.models import EmailMessage
+from delivery.partitioning import MESSAGES, earlier_key_sql
 from delivery.services.dispatch import messages_enqueue
 from delivery.services.ledger.events import with_events
 from scheduling.services.due import messages_schedule
@@ -119,8 +122,9 @@ def _insert_statement(broadcast: bool) -> tuple[str, tuple[object, ...]]:
     insert = (f"INSERT INTO {meta.db_table} ({', '.join(columns)}) "
               f"SELECT {', '.join(values)} FROM ("
               f"SELECT u.*, {suppressed} AS suppressed "
-              f"FROM {rows.format(arrays=arrays, names=names)}) v ORDER BY v.n "
-              "ON CONFLICT (idempotency_key) DO NOTHING")
+              f"FROM {rows.format(arrays=arrays, names=names)}) v "
+              f"WHERE NOT EXISTS ({earlier_key_sql('v.idempotency_key')}) ORDER BY v.n "
+              "ON CONFLICT DO NOTHING")
     # The same statement writes each new row's accepted (or suppressed) event (decision 115).
     sql = with_events(insert, "id, status, idempotency_key", ACCEPT_EVENT, alias=meta.db_table)
     defaults = tuple(field.get_db_prep_save(field.get_default(), connection) for field in defaulted)
@@ -147,9 +151,10 @@ def _insert(*, client: Service, items: Sequence[BatchItem], keys: list[str], key
     ]
     # In the statement's order: the batch's constants, the defaults, its scope, the arrays.
     scope = [key_type == KeyType.TEST, *([client.pk] if broadcast else [])]
-    params = [client.pk, timezone.now(), key_type, *defaults, *scope, *columns]
+    params = [client.pk, timezone.now(), key_type, *defaults, *scope, *columns,
+              idempotency_floor(MESSAGES.table)]
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        execute_routed(cursor, sql, params)
         return {key: (message_id, status) for message_id, status, key in cursor.fetchall()}
 
 
@@ -164,7 +169,8 @@ def _replays(*, items: Sequence[BatchItem], keys: list[str], key_type: str,
     if not waiting:
         return {}
     existing = {row.idempotency_key: row for row in EmailMessage.objects
-                .filter(idempotency_key__in=set(waiting.values()))
+                .filter(idempotency_key__in=set(waiting.values()),
+                        id__gte=idempotency_floor(MESSAGES.table))
                 .select_related("template_version")
                 .only("id", "status", "idempotency_key", "recipient", "context", "priority",
                       "scheduled_for", "cancel_key", "key_type", "stream", "topic_id", "metadata",

@@ -5,7 +5,7 @@ same key returns the first message and enqueues nothing. A suppressed recipient 
 SUPPRESSED and never enqueued. The task is published only after the row commits, so a worker can
 never look for a row that is not there yet.
 
-The insert is one statement (decision 52): `INSERT .. ON CONFLICT (idempotency_key) DO NOTHING
+The insert is one statement (decision 52): `INSERT .. ON CONFLICT DO NOTHING
 RETURNING`, with the suppression check inside it (a CASE on EXISTS), so a request without a key
 costs one round trip and no lookup, and a request whose key exists costs one more (the replay).
 A message is of the transactional stream (stopped only by an all-streams suppression: that
@@ -30,8 +30,10 @@ from audience.models import Stream, Topic
 from audience.selectors import broadcast_withheld_sql, email_is_suppressed_sql
 from clients.key_types import KeyType
 from clients.models import Service
+from core.partitions.routing import execute_routed, idempotency_floor
 from core.priorities import Priority
 from delivery.models import EmailMessage
+from delivery.partitioning import MESSAGES, earlier_key_sql
 from delivery.services.dispatch import messages_enqueue
 from delivery.services.ledger.events import status_event_sql, with_events
 from eventlog.types import EventType
@@ -102,7 +104,8 @@ def message_fingerprint(message: EmailMessage) -> tuple:
 
 def _replay(key: str, fingerprint: tuple) -> MessageCreated:
     """The message first created under `key`, if the request's fingerprint is its own."""
-    existing = EmailMessage.objects.select_related("template_version").get(idempotency_key=key)
+    existing = EmailMessage.objects.select_related("template_version").get(
+        idempotency_key=key, id__gte=idempotency_floor(MESSAGES.table))
     if message_fingerprint(existing) != fingerprint:
         raise IdempotencyKeyReusedError
     return MessageCreated(existing, replayed=True)
@@ -145,8 +148,10 @@ def _insert_statement(stream: str) -> tuple[str, tuple[object, ...]]:
     placeholders[_GIVEN.index("metadata")] = "%s::jsonb"
     placeholders += [f"CASE WHEN {suppressed} THEN %s ELSE %s END",
                      f"CASE WHEN {suppressed} THEN %s ELSE '' END", *(["%s"] * len(defaulted))]
-    insert = (f"INSERT INTO {meta.db_table} ({', '.join(columns)}) VALUES ({', '.join(placeholders)}) "
-              "ON CONFLICT (idempotency_key) DO NOTHING")
+    # The key is unique within its day's partition (ON CONFLICT); NOT EXISTS looks in the days
+    # since the idempotency floor (decision 122).
+    insert = (f"INSERT INTO {meta.db_table} ({', '.join(columns)}) SELECT {', '.join(placeholders)} "
+              f"WHERE NOT EXISTS ({earlier_key_sql('%s')}) ON CONFLICT DO NOTHING")
     # The same statement writes the accepted (or suppressed) event, for a service recording it.
     sql = with_events(insert, "id, status, error", ACCEPT_EVENT, alias=meta.db_table,
                       prefix=_BROADCAST_CTE if broadcast else "")
@@ -171,9 +176,10 @@ def _insert(message: EmailMessage) -> bool:
         look: list[object] = []
     else:
         look = [email, is_test]
-    params += [*look, Status.SUPPRESSED, message.status, *look, "suppressed", *defaults]
+    params += [*look, Status.SUPPRESSED, message.status, *look, "suppressed", *defaults,
+               message.idempotency_key, idempotency_floor(MESSAGES.table)]
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        execute_routed(cursor, sql, params)
         row = cursor.fetchone()
     if row is None:
         return False

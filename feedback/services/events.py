@@ -17,6 +17,7 @@ from datetime import datetime
 from django.db import connection
 from django.utils import timezone
 
+from core.partitions.routing import execute_routed, idempotency_floor
 from core.personal_data import url_without_query
 from delivery.models import EmailMessage
 from feedback.models import EmailEvent
@@ -107,7 +108,8 @@ def events_store(events: Sequence[NormalizedEvent]) -> list[StoredEvent]:
         return []
     resolved = messages_resolve(events)
     unique = {_key(e): e for e in events}  # repeats inside one batch
-    ordered = [unique[key] for key in sorted(unique)]  # fixed lock order across batches
+    earlier = _stored_since_floor(list(unique))
+    ordered = [unique[key] for key in sorted(unique) if key not in earlier]  # fixed lock order
     now = timezone.now()
     params: list[object] = []
     for event in ordered:
@@ -124,12 +126,27 @@ def events_store(events: Sequence[NormalizedEvent]) -> list[StoredEvent]:
     row = "(" + ", ".join(["%s"] * len(_COLUMNS)) + ")"
     sql = (
         f"INSERT INTO {EVENT_TABLE} ({', '.join(_COLUMNS)}) VALUES {', '.join([row] * len(ordered))} "
-        f"ON CONFLICT (provider, provider_event_id) DO NOTHING RETURNING provider, provider_event_id"
+        f"ON CONFLICT DO NOTHING RETURNING provider, provider_event_id"
     )
+    if not ordered:
+        return []
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        execute_routed(cursor, sql, params)
         inserted = {(r[0], r[1]) for r in cursor.fetchall()}
     return [StoredEvent(e, resolved.get(_key(e))) for e in ordered if _key(e) in inserted]
+
+
+def _stored_since_floor(keys: list[tuple[str, str]]) -> set[tuple[str, str]]:
+    """The keys already stored since the idempotency floor: (provider, provider_event_id) is
+    unique in each day's partition (ON CONFLICT), and an ESP's repeat the day after is found
+    here (decision 122)."""
+    sql = (f"SELECT e.provider, e.provider_event_id FROM {EVENT_TABLE} e "
+           "JOIN unnest(%s::varchar[], %s::varchar[]) AS k(provider, event_id) "
+           "ON e.provider = k.provider AND e.provider_event_id = k.event_id WHERE e.id >= %s")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [[key[0] for key in keys], [key[1] for key in keys],
+                             idempotency_floor(EVENT_TABLE)])
+        return {(row[0], row[1]) for row in cursor.fetchall()}
 
 
 def _int_id(value: str | None) -> bool:

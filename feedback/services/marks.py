@@ -15,6 +15,7 @@ from datetime import datetime
 
 from django.db import connection
 
+from core.partitions.routing import execute_routed
 from feedback.models import MessageEventMark
 from feedback.normalize import EventType
 from feedback.services.events import StoredEvent
@@ -82,7 +83,7 @@ def _insert(keys: Sequence[MarkKey], marks: dict[MarkKey, datetime], *, conflict
         f"{', '.join(['(%s, %s, %s)'] * len(keys))} ON CONFLICT (message_id, event_type) {conflict}"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        execute_routed(cursor, sql, params)
         return {(r[0], r[1]) for r in cursor.fetchall()} if "RETURNING" in conflict else set()
 
 

@@ -54,7 +54,9 @@ def test_a_send_reads_neither_key_nor_hold_nor_template_again(api, otp_template,
     assert api.post("/api/v1/messages", OTP, format="json").status_code == 202
     with CaptureQueriesContext(connection) as queries:
         assert api.post("/api/v1/messages", OTP, format="json").status_code == 202
-    statements = [query["sql"] for query in queries]
+    # The test's own transaction puts the insert under a savepoint (execute_routed: a missing day
+    # partition is created and the insert run again); a request in autocommit has none.
+    statements = [query["sql"] for query in queries if "SAVEPOINT" not in query["sql"]]
     assert len(statements) == 1 and "INSERT INTO delivery_emailmessage" in statements[0], statements
 
 

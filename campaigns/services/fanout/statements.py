@@ -18,6 +18,7 @@ from campaigns.models import Campaign
 from campaigns.schedule_sql import schedule_expr_params, schedule_sql
 from campaigns.services.fanout.ranges import NO_UPPER
 from clients.key_types import KeyType
+from core.partitions.routing import execute_routed
 from delivery.models import EmailMessage
 
 Status = EmailMessage.Status
@@ -131,7 +132,7 @@ WITH scan AS (
 ), ins AS (
   INSERT INTO {MESSAGE_TABLE} ({", ".join(columns)})
   SELECT {", ".join(exprs)} FROM eligible c {sched.joins}
-  ON CONFLICT (idempotency_key) DO NOTHING RETURNING id, status, scheduled_for
+  ON CONFLICT DO NOTHING RETURNING id, status, scheduled_for
 )
 SELECT (SELECT max(id) FROM scan), (SELECT count(*) FROM scan), (SELECT count(*) FROM eligible),
        COALESCE((SELECT array_agg(id ORDER BY id) FROM ins WHERE status = '{Status.QUEUED}'), '{{}}'),
@@ -150,7 +151,7 @@ def chunk_runner(campaign: Campaign) -> Callable[[int, int], tuple]:
             # No WAL flush wait per chunk: a chunk lost in a crash loses its cursor move with it
             # and is written again on restart; ids published for it find nothing to claim.
             cursor.execute("SET LOCAL synchronous_commit TO OFF")
-            cursor.execute(statement.sql, statement.params(cursor_id, upper))
+            execute_routed(cursor, statement.sql, statement.params(cursor_id, upper))
             return cursor.fetchone()
 
     return run

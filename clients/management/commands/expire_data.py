@@ -7,7 +7,12 @@ tests. Messages created before `as-of` minus their service's personal retention 
 lose their address, context and the ESP's payloads (settled rows only: never one in flight);
 then the event log's copies, the ESP events no message batch reached and the webhook bodies.
 Batches of --batch-size, one transaction each: interrupted, run it again. `--dry-run` counts
-what would be removed and changes nothing. `purge_messages` (deleting whole rows) is separate.
+what would be removed and changes nothing.
+
+Then the whole days past every service's metadata retention: the day partitions of messages,
+attempts, ESP events and marks are detached and dropped (decision 122), as the hourly
+`delivery.partitions_upkeep` does; a day still holding a message in flight is kept and named.
+On a table not yet partitioned (`manage.py partition_tables`) nothing is dropped.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from clients.history_expiry import history_expire, history_horizon
 from clients.personal_data import DEFAULT_BATCH, personal_data_expire
 
 
@@ -49,3 +55,16 @@ class Command(BaseCommand):
         verb = "would remove personal data from" if options["dry_run"] else "removed personal data from"
         parts = ", ".join(f"{rows} {what.replace('_', ' ')}" for what, rows in done.items())
         self.stdout.write(f"{verb} {parts or 'nothing'} (as of {as_of.isoformat(timespec='seconds')})")
+        self._history(as_of, dry_run=options["dry_run"])
+
+    def _history(self, as_of: datetime, *, dry_run: bool) -> None:
+        dropped = history_expire(as_of, dry_run=dry_run)
+        horizon = history_horizon(as_of).isoformat(timespec="seconds")
+        for day in dropped:
+            if day.kept_in_flight:
+                self.stdout.write(f"kept {day.partition}: past retention, but a message in it is in flight")
+            else:
+                verb = "would drop" if dry_run else "dropped"
+                self.stdout.write(f"{verb} {day.partition} (~{day.rows} rows, {day.seconds * 1000:.0f} ms)")
+        if not any(not day.kept_in_flight for day in dropped):
+            self.stdout.write(f"no day partition is older than {horizon}")

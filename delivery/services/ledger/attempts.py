@@ -14,6 +14,7 @@ from datetime import datetime
 from django.db import connection
 from django.utils import timezone
 
+from core.partitions.routing import execute_routed
 from delivery.models import DeliveryAttempt
 from delivery.providers.base import SendResult
 from delivery.services.ledger.sql import without_flush_wait
@@ -50,4 +51,4 @@ def attempts_record(*, provider: str, results: Sequence[SendResult]) -> None:
         return
     sql, params = attempts_insert_sql(provider=provider, results=results, at=timezone.now())
     with connection.cursor() as cursor:
-        cursor.execute(without_flush_wait(sql), params)
+        execute_routed(cursor, without_flush_wait(sql), params)

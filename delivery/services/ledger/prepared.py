@@ -15,6 +15,7 @@ from django.db.backends.signals import connection_created
 from django.dispatch import receiver
 from psycopg2.errors import InvalidSqlStatementName
 
+from core.partitions.routing import execute_routed
 from delivery.services.ledger.sql import placeholders, without_flush_wait
 
 # Statements prepared on each connection (keyed by its Django wrapper: one per thread and
@@ -34,11 +35,13 @@ def _numbered(sql: str) -> str:
 
 
 def execute_prepared(cursor, name: str, sql: str, params: Sequence[object], *,
-                     flush_wait: bool) -> None:
+                     flush_wait: bool, inserts: bool = False) -> None:
     """Run `sql` as a statement prepared once per connection (plain, inside a transaction:
-    a failed EXECUTE there would abort the caller's transaction, e.g. a test's)."""
+    a failed EXECUTE there would abort the caller's transaction, e.g. a test's). `inserts`:
+    it writes a row of a day-partitioned table (execute_routed)."""
+    run = execute_routed if inserts else _execute
     if connection.in_atomic_block:
-        cursor.execute(sql if flush_wait else without_flush_wait(sql), params)
+        run(cursor, sql if flush_wait else without_flush_wait(sql), params)
         return
     statement = f"{name}_{zlib.crc32(sql.encode()):08x}"
     prepared = _prepared.setdefault(id(connections[DEFAULT_DB_ALIAS]), set())
@@ -46,7 +49,7 @@ def execute_prepared(cursor, name: str, sql: str, params: Sequence[object], *,
     call = call if flush_wait else without_flush_wait(call)
     if statement in prepared:
         try:
-            cursor.execute(call, params)
+            run(cursor, call, params)
             return
         except ProgrammingError as exc:
             if not isinstance(exc.__cause__, InvalidSqlStatementName):
@@ -54,4 +57,8 @@ def execute_prepared(cursor, name: str, sql: str, params: Sequence[object], *,
             prepared.discard(statement)  # dropped under us (DISCARD ALL): prepare it again
     cursor.execute(f"PREPARE {statement} AS {_numbered(sql)}")
     prepared.add(statement)
-    cursor.execute(call, params)
+    run(cursor, call, params)
+
+
+def _execute(cursor, sql: str, params: Sequence[object]) -> None:
+    cursor.execute(sql, params)

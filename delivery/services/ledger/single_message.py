@@ -65,7 +65,7 @@ def message_mark_sent_with_attempt(
     params = [Status.SENT, now, provider, provider_message_id, message_id, Status.SENDING,
               Status.AMBIGUOUS, token, *attempt_params]
     with connection.cursor() as cursor:
-        execute_prepared(cursor, "send_one_sent", sql, params, flush_wait=False)
+        execute_prepared(cursor, "send_one_sent", sql, params, flush_wait=False, inserts=True)
         sent = cursor.fetchone() is not None
     if sent:  # until it is surely on disk: written again after a crash (`unflushed`)
         sent_marks_remember(provider_ids={message_id: provider_message_id}, provider=provider, token=token)
