@@ -7,7 +7,10 @@ import random
 
 from celery import shared_task
 from django.conf import settings
+from django.utils import timezone
 
+from clients.history_expiry import history_expire
+from core.partitions.upkeep import partitions_ahead
 from core.priorities import Priority
 from delivery.services.dispatch import messages_enqueue
 from delivery.services.send_one import message_send_one
@@ -76,11 +79,6 @@ def send_batch(self, message_ids: list[int], priority: int, attempt: int = 0, pi
 # and the days past every service's metadata retention detached and dropped (decision 122).
 @shared_task(name="delivery.partitions_upkeep", ignore_result=True)
 def partitions_upkeep() -> dict[str, list[str]]:
-    from django.utils import timezone
-
-    from clients.history_expiry import history_expire
-    from core.partitions.upkeep import partitions_ahead
-
     created = partitions_ahead()
     dropped = history_expire(timezone.now())
     for kept in (d for d in dropped if d.kept_in_flight):

@@ -276,6 +276,10 @@ NOTIFIER_FACTS_REWRITE_DAYS = env.int("NOTIFIER_FACTS_REWRITE_DAYS", default=3)
 # statistics of older days come from the daily facts (analytics/horizon.py, decision 117).
 NOTIFIER_RETENTION_PERSONAL_DAYS = env.int("NOTIFIER_RETENTION_PERSONAL_DAYS", default=7)
 NOTIFIER_RETENTION_METADATA_DAYS = env.int("NOTIFIER_RETENTION_METADATA_DAYS", default=90)
+# Days per partition of messages, attempts, ESP events and marks (decision 122): a week keeps
+# 90 days of history in 14 partitions (a statement that reads every partition plans in ~2 ms,
+# against ~30 ms over 98 day partitions). Ids carry their day either way.
+NOTIFIER_PARTITION_DAYS = env.int("NOTIFIER_PARTITION_DAYS", default=7)
 # The key of the keyed hash a scrubbed row keeps of its address (suppression matching, look-ups
 # by address). Unset: derived from SECRET_KEY, so rotating SECRET_KEY orphans every hash made
 # before (decision 120): set it on its own in production.

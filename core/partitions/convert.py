@@ -21,7 +21,7 @@ from collections.abc import Callable
 from django.db import OperationalError, connection, transaction
 
 from core.partitions.catalog import is_partitioned, partitions_of
-from core.partitions.create import BUILDING_SUFFIX, index_sql, parent_indexes, partition_create
+from core.partitions.create import BUILDING_SUFFIX, days_ensure, index_sql, parent_indexes, partition_create
 from core.partitions.routing import floors_forget
 from core.partitions.spec import (
     ID_FUNCTION,
@@ -29,6 +29,7 @@ from core.partitions.spec import (
     DayPartitioned,
     day_floor,
     partition_name,
+    span_start,
 )
 
 STATE_TABLE = "notifier_partition_move"
@@ -92,6 +93,8 @@ def _prepare(cursor, spec: DayPartitioned) -> None:
     start_day = cursor.fetchone()[0]
     for name, lower, upper in _bounds(cursor, spec, start_day):
         partition_create(cursor, spec, new, name, lower, upper)
+    # The coming days: the first span from today (its days before today hold no id).
+    days_ensure(cursor, spec, range(start_day, start_day + AHEAD_DAYS + 1), parent=new)
     _sync_trigger(cursor, spec, old, new)
     cursor.execute(f'SELECT max(id) FROM "{old}"')
     copy_until = cursor.fetchone()[0]
@@ -125,22 +128,24 @@ def _bounds(cursor, spec: DayPartitioned, start_day: int) -> list[tuple[str, int
                 for part in source]
     cursor.execute(f'SELECT floor(extract(epoch FROM {spec.time_column}) / 86400)::int, min(id) '
                    f'FROM "{spec.table}" GROUP BY 1 ORDER BY 1')
-    ranges: list[list[int]] = []  # [day, lower], lowers strictly increasing
+    today_span = span_start(start_day)
+    # [span, last day seen, lower]: one range per span of days, named by the last day it holds
+    # (expiry's measure), lowers strictly increasing (the ids of two days may interleave).
+    ranges: list[list] = []
     for day, lowest in cursor.fetchall():
-        day = min(day, start_day)
-        if ranges and (lowest <= ranges[-1][1] or day == ranges[-1][0]):
-            ranges[-1][0] = max(ranges[-1][0], day)  # the ids of two days interleave: one range
+        span = min(span_start(day), today_span)
+        if ranges and (span == ranges[-1][0] or lowest <= ranges[-1][2]):
+            ranges[-1][1] = max(ranges[-1][1], min(day, start_day))
             continue
-        ranges.append([day, lowest])
-    if not ranges or ranges[-1][0] < start_day:
+        ranges.append([span, min(day, start_day), lowest])
+    if not ranges or ranges[-1][1] < start_day:  # what the old table gets until the swap
         cursor.execute(f'SELECT coalesce(max(id), 0) + 1 FROM "{spec.table}"')
-        ranges.append([start_day, cursor.fetchone()[0]])
-    ranges[0][1] = None  # MINVALUE: nothing below the first day
-    legacy = [(partition_name(spec.table, day, legacy=True), lower, (ranges[i + 1][1] if i + 1 < len(ranges)
-               else day_floor(start_day))) for i, (day, lower) in enumerate(ranges)]
-    ahead = [(partition_name(spec.table, day), day_floor(day), day_floor(day + 1))
-             for day in range(start_day, start_day + AHEAD_DAYS + 1)]
-    return legacy + ahead
+        ranges.append([today_span, start_day, cursor.fetchone()[0]])
+    ranges[0][2] = None  # MINVALUE: nothing below the first day
+    # The last range ends where the coded ids of today's span begin.
+    uppers = [lower for _span, _last, lower in ranges[1:]] + [day_floor(today_span)]
+    return [(partition_name(spec.table, last, legacy=True), lower, upper)
+            for (_span, last, lower), upper in zip(ranges, uppers, strict=True)]
 
 
 def _sync_trigger(cursor, spec: DayPartitioned, old: str, new: str) -> None:
@@ -209,6 +214,7 @@ def _swap_locked(cursor, spec: DayPartitioned) -> None:
     cursor.execute("SELECT conname FROM pg_constraint WHERE conrelid = to_regclass(%s) AND contype = 'u'",
                    [new])
     building_uniques = [row[0] for row in cursor.fetchall()]
+    _drop_references(cursor, old)
     cursor.execute(f'DROP TABLE "{old}"')
     cursor.execute(f'DROP FUNCTION "{old}__sync"()')
     cursor.execute(f'ALTER TABLE "{new}" RENAME TO "{old}"')
@@ -226,7 +232,30 @@ def _swap_locked(cursor, spec: DayPartitioned) -> None:
             cursor.execute(f'DROP TABLE "{part.name}"')
     if not spec.coded_id:
         cursor.execute(f"SELECT setval('{spec.sequence}', greatest((SELECT max(id) FROM \"{old}\"), 1))")
+    _name_last_range_today(cursor, old)
     cursor.execute(f"DELETE FROM {STATE_TABLE} WHERE table_name = %s", [spec.table])
+
+
+def _drop_references(cursor, table: str) -> None:
+    """Foreign keys of other tables to this one: a partition a key references could never be
+    dropped, so none may exist (the models say db_constraint=False; their own migrations, which
+    may run after this one, then find nothing to drop)."""
+    cursor.execute("SELECT conrelid::regclass::text, conname FROM pg_constraint "
+                   "WHERE confrelid = to_regclass(%s) AND contype = 'f'", [table])
+    for referencing, name in cursor.fetchall():
+        cursor.execute(f'ALTER TABLE {referencing} DROP CONSTRAINT "{name}"')
+
+
+def _name_last_range_today(cursor, table: str) -> None:
+    """The last converted range took the old table's rows until now: it is named by today."""
+    legacy = [part for part in partitions_of(cursor, table) if part.legacy]
+    if not legacy:
+        return
+    cursor.execute("SELECT floor(extract(epoch FROM now()) / 86400)::int")
+    name = partition_name(table, cursor.fetchone()[0], legacy=True)
+    last = max(legacy, key=lambda part: part.upper)
+    if last.name != name:
+        cursor.execute(f'ALTER TABLE "{last.name}" RENAME TO "{name}"')
 
 
 # Up to this many rows a migration converts the table itself (seconds); above, the operator

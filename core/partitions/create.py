@@ -1,4 +1,4 @@
-"""A day's partition: created as a plain table with its indexes, then attached.
+"""A partition of a span of days: created as a plain table with its indexes, then attached.
 
 `CREATE TABLE .. PARTITION OF` would hold an ACCESS EXCLUSIVE lock on the parent; ATTACH
 PARTITION holds SHARE UPDATE EXCLUSIVE, which no INSERT, UPDATE or SELECT waits on. The empty
@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 
 from core.partitions.catalog import is_partitioned, partitions_of
-from core.partitions.spec import DayPartitioned, Partition, day_floor, partition_name
+from core.partitions.spec import DayPartitioned, Partition, day_floor, partition_name, span_days, span_start
 
 # A parent index of a table being converted carries this suffix until the swap (the old table
 # still holds the plain name); its partitions' indexes are named after the plain name.
@@ -69,13 +69,19 @@ def days_ensure(cursor, spec: DayPartitioned, days: Iterable[int], *, parent: st
     creation_lock(cursor, spec.table)
     existing = partitions_of(cursor, parent)
     created = []
+    span = span_days()
     for day in days:
-        lower, upper = day_floor(day), day_floor(day + 1)
-        if any(_overlaps(part, lower, upper) for part in existing):
+        if any(_overlaps(part, day_floor(day), day_floor(day + 1)) for part in existing):
             continue
-        name = partition_name(spec.table, day)
+        first = span_start(day, span)
+        if any(_overlaps(part, day_floor(first), day_floor(first + span)) for part in existing):
+            first, span_here = day, 1  # partitions of another span around it (the setting changed)
+        else:
+            span_here = span
+        name = partition_name(spec.table, first)
+        lower, upper = day_floor(first), day_floor(first + span_here)
         partition_create(cursor, spec, parent, name, lower, upper)
-        existing.append(Partition(name=name, day=day, lower=lower, upper=upper))
+        existing.append(Partition(name=name, day=first, lower=lower, upper=upper))
         created.append(name)
     return created
 

@@ -9,6 +9,7 @@ connection of its own so every other writer sees it at once, and runs again.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
@@ -67,9 +68,10 @@ def _create_elsewhere(table: str, day: int) -> None:
 
 
 def idempotency_floor(table: str) -> int:
-    """The smallest key of the partitions of yesterday and later: a writer checks an
-    idempotency key among these (its own day's unique index catches the rest), so a key is
-    honoured for at least 24 hours (the rest of its UTC day and the whole next one).
+    """The smallest key of the partitions holding yesterday and later: a writer checks an
+    idempotency key among these (its own partition's unique index catches the rest), so a key
+    is honoured for at least 24 hours (the rest of its UTC day and the whole next one; up to
+    the rest of the span before, with spans of a week).
     NO_FLOOR on a table not (yet) partitioned, whose unique index covers every row."""
     today = day_number(timezone.now())
     cached = _floors.get(table)
@@ -87,3 +89,10 @@ def idempotency_floor(table: str) -> int:
 def floors_forget() -> None:
     """After a conversion or in a test that moves days: read the floors again."""
     _floors.clear()
+
+
+def ids_span_sql(alias: str, ids: Iterable[int]) -> str:
+    """`alias.id BETWEEN lowest AND highest` as literals: an UPDATE .. FROM a list of ids prunes
+    its own partitions at plan time (a join alone leaves every partition in the plan)."""
+    values = [int(value) for value in ids]
+    return f"{alias}.id BETWEEN {min(values)} AND {max(values)}"

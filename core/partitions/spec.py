@@ -7,6 +7,8 @@ from datetime import UTC, date, datetime, timedelta
 
 DAY_BITS = 32
 EPOCH = date(1970, 1, 1)
+# 1970-01-01 was a Thursday: spans of 7 days start on Mondays, 1969-12-29 being day -3.
+_MONDAY_OFFSET = 3
 # The SQL function every coded id comes from (created by `ensure_id_function`). `now()`, not
 # the clock: one statement's rows share a day, and the day is the database's, the same clock
 # the partitions are created by.
@@ -78,6 +80,22 @@ def day_number(moment: datetime | date) -> int:
     return (moment - EPOCH).days
 
 
+def span_days() -> int:
+    """Days per partition (NOTIFIER_PARTITION_DAYS, default 7: decision 122 measured why). The
+    ids carry their day whatever it is, so changing it changes only the partitions created
+    from then on."""
+    from django.conf import settings
+
+    return max(1, int(getattr(settings, "NOTIFIER_PARTITION_DAYS", 7)))
+
+
+def span_start(day: int, span: int | None = None) -> int:
+    """The first day of the partition span holding `day` (a Monday for weeks)."""
+    span = span or span_days()
+    offset = _MONDAY_OFFSET if span == 7 else 0
+    return (day + offset) // span * span - offset
+
+
 def day_date(number: int) -> date:
     return EPOCH + timedelta(days=number)
 
@@ -97,8 +115,8 @@ def partition_name(table: str, number: int, *, legacy: bool = False) -> str:
 
 @dataclass(frozen=True)
 class Partition:
-    """One attached partition: its day (for a converted table's range, the last day it may
-    hold rows of), and its bounds (None: MINVALUE)."""
+    """One attached partition: its day (the first of its span; for a converted table's range,
+    the last day it may hold rows of), and its bounds (None: MINVALUE)."""
 
     name: str
     day: int
@@ -110,4 +128,4 @@ class Partition:
     def last_day(self) -> int:
         """The last day a row in it may be from. A converted range's bounds come from row
         times that the ids follow only roughly, so it is given one more day."""
-        return self.day + 1 if self.legacy else self.day
+        return self.day + 1 if self.legacy else day_of_id(self.upper - 1)

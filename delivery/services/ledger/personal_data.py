@@ -17,6 +17,7 @@ from datetime import datetime
 
 from django.db import connection
 
+from core.partitions.routing import ids_span_sql
 from delivery.models import SETTLED_STATUSES
 from delivery.services.ledger.sql import TABLE
 
@@ -73,7 +74,8 @@ def messages_personal_data_strip(*, rows: Sequence[tuple[int, bytes, str]], at: 
         return 0
     sql = (f"UPDATE {TABLE} AS m SET recipient = '', context = '{{}}'::jsonb, recipient_hash = v.hash, "
            f"personal_data_removed_at = %s, error = v.error "
-           f"FROM unnest(%s::bigint[], %s::bytea[], %s::text[]) AS v(id, hash, error) WHERE m.id = v.id")
+           f"FROM unnest(%s::bigint[], %s::bytea[], %s::text[]) AS v(id, hash, error) WHERE m.id = v.id "
+           f"AND {ids_span_sql('m', [r[0] for r in rows])}")
     with connection.cursor() as cursor:
         cursor.execute(sql, [at, [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]])
         return cursor.rowcount

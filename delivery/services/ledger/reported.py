@@ -8,6 +8,7 @@ from datetime import datetime
 
 from django.db import connection
 
+from core.partitions.routing import ids_span_sql
 from delivery.services.ledger.sql import TABLE, Status
 
 # What the ESPs reported after the hand-off, ranked (feedback/services/statuses.py derives each
@@ -57,7 +58,7 @@ def reported_statuses_apply(
     sql = (
         f"UPDATE {TABLE} AS m SET {', '.join(sets)} "
         f"FROM (VALUES {', '.join([row] * len(targets))}) AS v({value_columns}) "
-        f"WHERE m.id = v.id AND ({changed})"
+        f"WHERE m.id = v.id AND {ids_span_sql('m', targets)} AND ({changed})"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

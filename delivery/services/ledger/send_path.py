@@ -18,6 +18,7 @@ from django.dispatch import receiver
 from django.utils import timezone
 
 from audience.selectors import message_withheld_sql
+from core.partitions.routing import ids_span_sql
 from delivery.extensions import claim_guard_sql
 from delivery.models import EmailMessage
 from delivery.services.ledger.events import status_event_sql, with_events
@@ -90,6 +91,7 @@ def hand_off_sql(where: str) -> str:
         f"provider = CASE WHEN v.suppressed THEN t.provider ELSE %s END "
         f"FROM (SELECT m.id, {suppressed} AS suppressed "
         f"FROM {TABLE} m WHERE m.id = ANY(%s)) v "
+        # `where` names the ids of `t` too: the UPDATE's own partitions are pruned (decision 122).
         f"WHERE t.id = v.id AND {where}",
         "t.id, t.status", _HAND_OFF_EVENT, alias="t")
 
@@ -120,10 +122,10 @@ def messages_mark_started(
     if not message_ids:
         return HandOff()
     started_at = started_at or timezone.now()
-    where = (f"{status_is('t.status')} AND t.claim_token = %s "
+    where = (f"t.id = ANY(%s) AND {status_is('t.status')} AND t.claim_token = %s "
              f"AND (t.send_started_at IS NULL OR t.send_started_at = %s)")
-    params = [started_at, Status.SUPPRESSED, SUPPRESSED_ERROR, provider, list(message_ids), Status.SENDING,
-              token, started_at]
+    params = [started_at, Status.SUPPRESSED, SUPPRESSED_ERROR, provider, list(message_ids), list(message_ids),
+              Status.SENDING, token, started_at]
     with connection.cursor() as cursor:
         cursor.execute(hand_off_sql(where), params)
         return hand_off_result(cursor.fetchall())
@@ -157,7 +159,8 @@ def messages_claim_hand_off(
         f"claim_token = %s, claimed_at = %s, provider = %s "
         f"FROM (SELECT m.id, {message_withheld_sql('m', message_is_test_sql('m'))} "
         f"AS suppressed FROM {TABLE} m WHERE m.id IN ({placeholders(message_ids)})) v "
-        f"WHERE {TABLE}.id = v.id AND ({status_is(f'{TABLE}.status')} OR {mine}) "
+        f"WHERE {TABLE}.id = v.id AND {ids_span_sql(TABLE, message_ids)} "
+        f"AND ({status_is(f'{TABLE}.status')} OR {mine}) "
         f"AND {claim_guard_sql()}",
         f"{TABLE}.id, {TABLE}.status, {TABLE}.attempts", _HAND_OFF_EVENT, alias=TABLE)
     params = [Status.SUPPRESSED, Status.SENDING, started_at, SUPPRESSED_ERROR, started_at, token, started_at,
@@ -204,7 +207,8 @@ def messages_mark_sent(
     values = ", ".join(["(%s, %s)"] * len(provider_ids))
     sql = with_events(
         f"UPDATE {TABLE} SET status = %s, sent_at = %s, provider = %s, provider_message_id = v.pid, "
-        f"error = '' FROM v WHERE {TABLE}.id = v.id AND ({TABLE}.status || '') IN (%s, %s) "
+        f"error = '' FROM v WHERE {TABLE}.id = v.id AND {ids_span_sql(TABLE, provider_ids)} "
+        f"AND ({TABLE}.status || '') IN (%s, %s) "
         f"AND {TABLE}.claim_token = %s",
         f"{TABLE}.id", EventType.SENT, alias=TABLE, prefix=f"v(id, pid) AS (VALUES {values}), ")
     params: list[object] = [item for pair in provider_ids.items() for item in pair]
