@@ -25,12 +25,13 @@ from django.utils import timezone
 
 from clients.models import RetentionMark, Service
 from clients.retention import STREAMS, retention_defaults, retention_effective
+from core.throttle import AtMostEvery
 
 logger = logging.getLogger(__name__)
 DEFAULT_BATCH = 1000
 SWEEP_STEP_SECONDS = 1.0
 SWEEP_EVERY_SECONDS = 60.0
-_next_sweep = 0.0
+_sweep_throttle = AtMostEvery(SWEEP_EVERY_SECONDS)
 
 
 @dataclass(frozen=True)
@@ -105,10 +106,8 @@ def personal_data_expire(*, as_of: datetime | None = None, batch_size: int = DEF
 def personal_data_sweep() -> None:
     """The scheduler's periodic step (scheduling registers it): at most once a minute per
     process, at most SWEEP_STEP_SECONDS of removal."""
-    global _next_sweep
-    if time.monotonic() < _next_sweep:
+    if not _sweep_throttle.due():
         return
-    _next_sweep = time.monotonic() + SWEEP_EVERY_SECONDS
     done = personal_data_expire(budget_seconds=SWEEP_STEP_SECONDS)
     if any(done.values()):
         logger.info("personal data removed: %s", ", ".join(f"{k} {v}" for k, v in done.items() if v))

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from core.throttle import AtMostEvery
 from eventlog.writes import EVENT_TABLE
 
 EXPIRY_BATCH = 5000
@@ -23,7 +24,7 @@ EXPIRY_STEP_SECONDS = 1.0
 EXPIRY_EVERY_SECONDS = 60.0
 _DELETE = (f"DELETE FROM {EVENT_TABLE} WHERE id IN (SELECT id FROM {EVENT_TABLE} "
            "WHERE recorded_at < %s ORDER BY recorded_at LIMIT %s)")
-_next_sweep = 0.0
+_sweep_throttle = AtMostEvery(EXPIRY_EVERY_SECONDS)
 
 
 def expiry_cutoff(now: datetime | None = None) -> datetime:
@@ -50,8 +51,6 @@ def events_expire(*, older_than: datetime, batch_size: int = EXPIRY_BATCH,
 def expiry_sweep() -> None:
     """The scheduler's periodic step (scheduling registers it): at most once a minute per
     process, at most EXPIRY_STEP_SECONDS of deletes."""
-    global _next_sweep
-    if time.monotonic() < _next_sweep:
+    if not _sweep_throttle.due():
         return
-    _next_sweep = time.monotonic() + EXPIRY_EVERY_SECONDS
     events_expire(older_than=expiry_cutoff(), budget_seconds=EXPIRY_STEP_SECONDS)

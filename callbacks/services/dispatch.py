@@ -11,7 +11,6 @@ published again when the hold runs out.
 from __future__ import annotations
 
 import logging
-import time
 from datetime import timedelta
 
 from celery import current_app
@@ -20,6 +19,7 @@ from django.db import connection
 from django.utils import timezone
 
 from core.priorities import CALLBACKS_QUEUE
+from core.throttle import AtMostEvery
 from eventlog.selectors import HORIZON_SQL
 
 logger = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ def deliver_publish(endpoint_id: int) -> None:
 
 EXPIRY_EVERY_SECONDS = 60.0
 EXPIRY_BATCH = 5000
-_next_expiry = [0.0]
+_expiry_throttle = AtMostEvery(EXPIRY_EVERY_SECONDS)
 
 # Oldest first by id (ids grow with time): the scan stops after the batch, so no index on
 # created_at is needed and a sweep never deletes more than one batch.
@@ -75,8 +75,7 @@ def deliveries_expire() -> int:
 def callbacks_dispatch_sweep() -> int:
     """Publish a delivery for every endpoint with events waiting; returns how many. Once a
     minute, also expire a batch of the delivery log."""
-    if time.monotonic() >= _next_expiry[0]:
-        _next_expiry[0] = time.monotonic() + EXPIRY_EVERY_SECONDS
+    if _expiry_throttle.due():
         deliveries_expire()
     due = endpoints_due_claim()
     for endpoint_id in due:

@@ -42,9 +42,9 @@ def test_only_events_past_the_retention_are_deleted_batch_by_batch(settings) -> 
     assert _kept() == young
 
 
-def test_the_scheduler_sweep_expires_at_most_once_a_minute(settings, monkeypatch) -> None:
+def test_the_scheduler_sweep_expires_at_most_once_a_minute(settings) -> None:
     settings.NOTIFIER_EVENT_LOG_DAYS = 30
-    monkeypatch.setattr(expiry, "_next_sweep", 0.0)
+    expiry._sweep_throttle.reset()
     young = _events(factories.owner().pk, 2, age_days=1)
     _events(factories.owner().pk, 3, age_days=40)
     extensions.run_sweeps()  # registered by scheduling's AppConfig
