@@ -1,24 +1,27 @@
 """Move an unpartitioned table into the day-partitioned layout while the system runs.
 
 1. prepare (one short transaction): a partitioned copy `<table>__new` with the same columns
-   and indexes; partitions for the old rows' ids, one per day of their time column (the ids
-   grew with time), and for the coming days; a trigger on the old table that repeats every
+   and indexes; partitions for the old rows' ids, one per span of days of their time column
+   (the ids grew with time), and for the coming days; a trigger on the old table that repeats every
    INSERT, UPDATE and DELETE into the copy; `copy_until`, the last id then.
 2. copy, in batches of one transaction each, ids up to `copy_until` (`FOR KEY SHARE`: a
    concurrent DELETE waits for the batch, so a deleted row is never copied back). Progress is
    kept in `notifier_partition_move`: stopped anywhere, run again, it goes on.
 3. swap (one short transaction, ACCESS EXCLUSIVE on the old table only as long as it takes to
-   rename): the copy takes the table's name, indexes and constraints; the old table is dropped.
+   rename): the copy takes the table's name, indexes and constraints; the old table is renamed
+   aside, and dropped after the commit.
 Rows written during 1-3 reach the copy through the trigger; an update of a row the copy has not
 reached yet is written there first, and the batch, finding it, leaves it (ON CONFLICT DO NOTHING).
+One run per table at a time (a session advisory lock); `abort` undoes 1-2 (before the swap).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 
-from django.db import OperationalError, connection, transaction
+from django.db import DatabaseError, OperationalError, connection, transaction
 
 from core.partitions.catalog import is_partitioned, partitions_of
 from core.partitions.create import BUILDING_SUFFIX, days_ensure, index_sql, parent_indexes, partition_create
@@ -27,6 +30,7 @@ from core.partitions.spec import (
     ID_FUNCTION,
     ID_FUNCTION_SQL,
     DayPartitioned,
+    Partition,
     day_floor,
     partition_name,
     span_start,
@@ -34,6 +38,13 @@ from core.partitions.spec import (
 
 STATE_TABLE = "notifier_partition_move"
 AHEAD_DAYS = 7
+# The old table is renamed aside under the swap's lock and dropped after it: dropping 1M rows
+# and their indexes there held the lock 1.25 s (the files' unlinking at commit), renaming ms.
+ASIDE_SUFFIX, INDEX_ASIDE_SUFFIX = "__old", "__o"
+
+
+class ConversionError(Exception):
+    """The table cannot be converted as it is (a clear message for the operator, no traceback)."""
 
 
 def building_name(spec: DayPartitioned) -> str:
@@ -44,14 +55,16 @@ def convert(spec: DayPartitioned, *, batch_size: int = 10_000, pause: float = 0.
             max_batches: int | None = None, log: Callable[[str], None] = lambda _: None) -> str:
     """Run (or resume) the conversion of `spec.table`; what it did, in words. `max_batches`
     stops after that many batches (resumable), `pause` sleeps between them."""
-    with connection.cursor() as cursor:
+    with connection.cursor() as cursor, _one_run(cursor, spec):
         if is_partitioned(cursor, spec.table):
-            return "already partitioned"
+            _drop_aside(cursor, spec, log)  # a run that stopped right after its swap
+            return f"{spec.table}: already partitioned"
         cursor.execute(f"CREATE TABLE IF NOT EXISTS {STATE_TABLE} (table_name text PRIMARY KEY, "
                        "copy_until bigint, copied_through bigint NOT NULL, "
                        "copied_rows bigint NOT NULL DEFAULT 0, "
                        "started_at timestamptz NOT NULL DEFAULT now(), updated_at timestamptz)")
         if _state(cursor, spec) is None:
+            _refuse_unless_ready(cursor, spec)
             with transaction.atomic():
                 _prepare(cursor, spec)
             log(f"{spec.table}: prepared {building_name(spec)} and its partitions")
@@ -68,6 +81,45 @@ def convert(spec: DayPartitioned, *, batch_size: int = 10_000, pause: float = 0.
         _swap(cursor, spec, log)
     floors_forget()
     return f"{spec.table}: partitioned ({batches} batches copied)"
+
+
+def abort(spec: DayPartitioned) -> str:
+    """Undo a conversion not yet swapped: the trigger, the copy and its progress go, the old
+    table stays as it was (it was never written by the conversion)."""
+    old, new = spec.table, building_name(spec)
+    with connection.cursor() as cursor, _one_run(cursor, spec), transaction.atomic():
+        if is_partitioned(cursor, old):
+            return f"{old}: already partitioned (swapped): nothing to abort"
+        cursor.execute(f'DROP TRIGGER IF EXISTS "{old}__sync" ON "{old}"')
+        cursor.execute(f'DROP FUNCTION IF EXISTS "{old}__sync"()')
+        cursor.execute(f'DROP TABLE IF EXISTS "{new}" CASCADE')  # its partitions and sequence
+        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [STATE_TABLE])
+        if cursor.fetchone()[0]:
+            cursor.execute(f"DELETE FROM {STATE_TABLE} WHERE table_name = %s", [old])
+    return f"{old}: conversion aborted, the table is as it was"
+
+
+@contextmanager
+def _one_run(cursor, spec: DayPartitioned) -> Iterator[None]:
+    """One conversion of a table at a time: a second `partition_tables` would copy the same
+    rows again and could swap a table the first had already swapped. A session lock: a run
+    that dies releases it with its connection."""
+    key = f"partitions:convert:{spec.table}"
+    cursor.execute("SELECT pg_try_advisory_lock(hashtext(%s))", [key])
+    if not cursor.fetchone()[0]:
+        raise ConversionError(f"{spec.table}: another partition_tables is converting it")
+    try:
+        yield
+    finally:
+        with suppress(DatabaseError):  # in an aborted transaction: it goes with the session
+            cursor.execute("SELECT pg_advisory_unlock(hashtext(%s))", [key])
+
+
+def _refuse_unless_ready(cursor, spec: DayPartitioned) -> None:
+    """Before any work: the table it takes its days from is partitioned."""
+    if spec.bounds_from and not is_partitioned(cursor, spec.bounds_from):
+        raise ConversionError(f"{spec.table} takes its days from {spec.bounds_from}: "
+                              f"convert that first (partition_tables --table {spec.bounds_from})")
 
 
 def _state(cursor, spec: DayPartitioned) -> tuple[int, int] | None:
@@ -114,38 +166,61 @@ def _copy_uniques(cursor, spec: DayPartitioned, new: str) -> None:
         if spec.key in columns:
             cursor.execute(f'ALTER TABLE "{new}" ADD CONSTRAINT "{name}{BUILDING_SUFFIX}" {definition}')
         elif name not in per_leaf:
-            raise ValueError(f"{spec.table}.{name} is unique without {spec.key}: name it in leaf_unique")
+            raise ConversionError(f"{spec.table}.{name} is unique without {spec.key}: "
+                                  "name it in leaf_unique")
 
 
 def _bounds(cursor, spec: DayPartitioned, start_day: int) -> list[tuple[str, int | None, int]]:
-    """(name, lower, upper) of every partition the copy starts with: the old rows' days and
-    the days from today on."""
+    """(name, lower, upper) of the partitions of the old rows' ids, by span of days; the coming
+    days' are created after them (days_ensure)."""
     if spec.bounds_from:
-        source = partitions_of(cursor, spec.bounds_from)
-        if not source:
-            raise ValueError(f"{spec.table} takes its days from {spec.bounds_from}: convert that first")
-        return [(part.name.replace(spec.bounds_from, spec.table, 1), part.lower, part.upper)
-                for part in source]
-    cursor.execute(f'SELECT floor(extract(epoch FROM {spec.time_column}) / 86400)::int, min(id) '
-                   f'FROM "{spec.table}" GROUP BY 1 ORDER BY 1')
+        return _bounds_of(cursor, spec)
     today_span = span_start(start_day)
-    # [span, last day seen, lower]: one range per span of days, named by the last day it holds
-    # (expiry's measure), lowers strictly increasing (the ids of two days may interleave).
-    ranges: list[list] = []
-    for day, lowest in cursor.fetchall():
-        span = min(span_start(day), today_span)
-        if ranges and (span == ranges[-1][0] or lowest <= ranges[-1][2]):
-            ranges[-1][1] = max(ranges[-1][1], min(day, start_day))
-            continue
-        ranges.append([span, min(day, start_day), lowest])
-    if not ranges or ranges[-1][1] < start_day:  # what the old table gets until the swap
+    ranges = _legacy_ranges(cursor, spec, start_day)
+    if not ranges or ranges[-1][0] < start_day:  # what the old table gets until the swap
         cursor.execute(f'SELECT coalesce(max(id), 0) + 1 FROM "{spec.table}"')
-        ranges.append([today_span, start_day, cursor.fetchone()[0]])
-    ranges[0][2] = None  # MINVALUE: nothing below the first day
-    # The last range ends where the coded ids of today's span begin.
-    uppers = [lower for _span, _last, lower in ranges[1:]] + [day_floor(today_span)]
+        ranges.append([start_day, cursor.fetchone()[0]])
+    # From MINVALUE; the last range ends where the coded ids of today's span begin.
+    lowers = [None, *(lower for _last, lower in ranges[1:])]
+    uppers = [*(lower for _last, lower in ranges[1:]), day_floor(today_span)]
     return [(partition_name(spec.table, last, legacy=True), lower, upper)
-            for (_span, last, lower), upper in zip(ranges, uppers, strict=True)]
+            for (last, _lowest), lower, upper in zip(ranges, lowers, uppers, strict=True)]
+
+
+def _legacy_ranges(cursor, spec: DayPartitioned, start_day: int) -> list[list[int]]:
+    """[last day, lowest id] of each range of old ids: one per span of days (a week), lowest
+    ids increasing. The ids grew with time only roughly (a row's time is taken before its id,
+    clocks differ): spans whose ids overlap share one range, named by the latest day it holds,
+    so no row sits in a range named by a day before its own and expiry never drops it early."""
+    cursor.execute(f'SELECT least(floor(extract(epoch FROM {spec.time_column}) / 86400)::int, %s), '
+                   f'min(id), max(id) FROM "{spec.table}" GROUP BY 1 ORDER BY 2', [start_day])
+    ranges: list[list[int]] = []  # [span, last day, lowest id, highest id]; disjoint, increasing
+    for day, lowest, highest in cursor.fetchall():
+        span = span_start(day)
+        if ranges and (lowest <= ranges[-1][3] or span <= ranges[-1][0]):
+            last = ranges[-1]
+            last[0], last[1], last[3] = max(last[0], span), max(last[1], day), max(last[3], highest)
+            continue
+        ranges.append([span, day, lowest, highest])
+    return [[day, lowest] for _span, day, lowest, _highest in ranges]
+
+
+def _bounds_of(cursor, spec: DayPartitioned) -> list[tuple[str, int | None, int]]:
+    """The ranges of the table `spec` takes its days from (a mark's key is its message's id).
+    Its old ranges are made contiguous from MINVALUE: a row of ours whose message's range is
+    gone (empty at that table's swap, or expired) still has a partition, now and later."""
+    source = partitions_of(cursor, spec.bounds_from)
+    if not source:
+        raise ConversionError(f"{spec.table} takes its days from {spec.bounds_from}: convert that first")
+    bounds: list[tuple[str, int | None, int]] = []
+    previous_legacy: Partition | None = None
+    for part in source:
+        lower = part.lower
+        if part.legacy:
+            lower = None if previous_legacy is None else previous_legacy.upper
+            previous_legacy = part
+        bounds.append((part.name.replace(spec.bounds_from, spec.table, 1), lower, part.upper))
+    return bounds
 
 
 def _sync_trigger(cursor, spec: DayPartitioned, old: str, new: str) -> None:
@@ -155,11 +230,16 @@ def _sync_trigger(cursor, spec: DayPartitioned, old: str, new: str) -> None:
     keys = ["id"] if spec.key == "id" else ["id", spec.key]
     sets = ", ".join(f'"{c}" = EXCLUDED."{c}"' for c in columns if c not in keys)
     match = " AND ".join(f'"{k}" = OLD."{k}"' for k in keys)
+    moved = " OR ".join(f'NEW."{k}" IS DISTINCT FROM OLD."{k}"' for k in keys)
+    # An UPDATE that changes the key is a DELETE of the old key and an upsert of the new one.
     cursor.execute(f"""
 CREATE OR REPLACE FUNCTION "{old}__sync"() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  IF TG_OP = 'DELETE' THEN
+  IF TG_OP = 'DELETE' OR (TG_OP = 'UPDATE' AND ({moved})) THEN
     DELETE FROM "{new}" WHERE {match};
+  END IF;
+  IF TG_OP = 'DELETE' THEN
+    RETURN NULL;
   ELSE
     INSERT INTO "{new}" SELECT (NEW).* ON CONFLICT ({", ".join(keys)}) DO UPDATE SET {sets};
   END IF;
@@ -191,32 +271,39 @@ def _swap(cursor, spec: DayPartitioned, log: Callable[[str], None], attempts: in
     (a writer never queues behind it for longer)."""
     for attempt in range(1, attempts + 1):
         try:
+            started = time.perf_counter()
             with transaction.atomic():
                 cursor.execute("SET LOCAL lock_timeout = '2s'")
                 cursor.execute(f'LOCK TABLE "{spec.table}" IN ACCESS EXCLUSIVE MODE')
+                locked = time.perf_counter()
                 _swap_locked(cursor, spec)
-            log(f"{spec.table}: swapped")
-            return
+            held = time.perf_counter() - locked  # to the commit: what a writer waited at most
+            log(f"{spec.table}: swapped (lock waited for {(locked - started) * 1000:.0f} ms, "
+                f"held {held * 1000:.0f} ms)")
+            break
         except OperationalError as error:
             if "lock timeout" not in str(error) or attempt == attempts:
                 raise
             log(f"{spec.table}: swap waited 2 s for its lock, trying again")
             time.sleep(1.0)
+    _drop_aside(cursor, spec, log)
 
 
 def _swap_locked(cursor, spec: DayPartitioned) -> None:
     old, new = spec.table, building_name(spec)
     cursor.execute(f"SELECT copied_through >= coalesce(copy_until, copied_through) FROM {STATE_TABLE} "
                    "WHERE table_name = %s", [spec.table])
-    if not cursor.fetchone()[0]:
-        raise RuntimeError(f"{spec.table}: the copy has not finished")
+    done = cursor.fetchone()
+    if done is None or is_partitioned(cursor, old) or not done[0]:  # never drop a converted table
+        raise ConversionError(f"{spec.table}: no finished copy to swap in")
     building_indexes = [name for name, _definition in parent_indexes(cursor, new)]
     cursor.execute("SELECT conname FROM pg_constraint WHERE conrelid = to_regclass(%s) AND contype = 'u'",
                    [new])
     building_uniques = [row[0] for row in cursor.fetchall()]
     _drop_references(cursor, old)
-    cursor.execute(f'DROP TABLE "{old}"')
+    cursor.execute(f'DROP TRIGGER "{old}__sync" ON "{old}"')
     cursor.execute(f'DROP FUNCTION "{old}__sync"()')
+    _set_aside(cursor, old)
     cursor.execute(f'ALTER TABLE "{new}" RENAME TO "{old}"')
     cursor.execute(f'ALTER TABLE "{old}" RENAME CONSTRAINT "{new}_pkey" TO "{old}_pkey"')
     for name in building_uniques:
@@ -225,7 +312,9 @@ def _swap_locked(cursor, spec: DayPartitioned) -> None:
     for name in building_indexes:
         if name.endswith(BUILDING_SUFFIX):
             cursor.execute(f'ALTER INDEX "{name}" RENAME TO "{name.removesuffix(BUILDING_SUFFIX)}"')
-    for part in partitions_of(cursor, old):  # a range no row reached (a new install: all)
+    # An old range no row reached (a new install: all) goes; not one keyed by another table's
+    # ids (a mark of an old message may come later, and routing cannot create an old range).
+    for part in partitions_of(cursor, old) if spec.coded_id else []:
         cursor.execute(f'SELECT EXISTS (SELECT 1 FROM "{part.name}")')
         if part.legacy and not cursor.fetchone()[0]:
             cursor.execute(f'ALTER TABLE "{old}" DETACH PARTITION "{part.name}"')
@@ -258,14 +347,37 @@ def _name_last_range_today(cursor, table: str) -> None:
         cursor.execute(f'ALTER TABLE "{last.name}" RENAME TO "{name}"')
 
 
+def _set_aside(cursor, table: str) -> None:
+    """The old table and its indexes (constraints go with their index) under other names: the
+    names are the copy's now."""
+    cursor.execute("SELECT c.relname FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid "
+                   "WHERE x.indrelid = to_regclass(%s)", [table])
+    for (index,) in cursor.fetchall():
+        cursor.execute(f'ALTER INDEX "{index}" RENAME TO "{index[:60]}{INDEX_ASIDE_SUFFIX}"')
+    cursor.execute(f'ALTER TABLE "{table}" RENAME TO "{table}{ASIDE_SUFFIX}"')
+
+
+def _drop_aside(cursor, spec: DayPartitioned, log: Callable[[str], None]) -> None:
+    """Drop the old table set aside by the swap (nothing reads it: every name is the copy's)."""
+    aside = f"{spec.table}{ASIDE_SUFFIX}"
+    cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [aside])
+    if not cursor.fetchone()[0]:
+        return
+    started = time.perf_counter()
+    cursor.execute(f'DROP TABLE "{aside}"')
+    log(f"{spec.table}: dropped the old table ({(time.perf_counter() - started) * 1000:.0f} ms)")
+
+
 # Up to this many rows a migration converts the table itself (seconds); above, the operator
 # runs `manage.py partition_tables` while the system runs (docs/operations.md).
 MIGRATION_ROW_LIMIT = 100_000
 
 
-def convert_if_small(spec: DayPartitioned, *, limit: int = MIGRATION_ROW_LIMIT) -> str:
+def convert_if_small(spec: DayPartitioned, *, limit: int | None = None) -> str:
     """A migration's step: convert a new install's (or a small) table at once; leave a big one
-    unpartitioned, working as before, for `manage.py partition_tables`."""
+    unpartitioned, working as before, for `manage.py partition_tables`. The limit is read at
+    the call (a test of an existing install lowers it rather than writing 100,000 rows)."""
+    limit = MIGRATION_ROW_LIMIT if limit is None else limit
     with connection.cursor() as cursor:
         if is_partitioned(cursor, spec.table):
             return f"{spec.table}: already partitioned"
