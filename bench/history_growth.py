@@ -91,6 +91,7 @@ def main() -> None:
         if not args.skip_expiry:
             results["expiry"] = child("expiry", "history", args)
     finally:
+        forget_redis_keys()
         if not args.keep:
             for name in DATABASES.values():
                 harness.server_statement(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -100,6 +101,17 @@ def main() -> None:
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     (STATE_DIR / "result.json").write_text(json.dumps(results, indent=1, default=str))
     report(results)
+
+
+def forget_redis_keys() -> None:
+    """The keys this run's processes wrote (rate limits, caches, leases: under its prefixes)."""
+    import redis
+
+    client = redis.Redis.from_url(os.environ["REDIS_URL"])
+    for label in DATABASES:
+        keys = list(client.scan_iter(match=f"growth-{label}-{os.getpid()}:*", count=5000))
+        for start in range(0, len(keys), 5000):
+            client.delete(*keys[start:start + 5000])
 
 
 def parse_args() -> argparse.Namespace:
@@ -888,10 +900,11 @@ def report(results: dict) -> None:
         print(f"personal-data removal: {storage['scrub']}")
     for row in lines:
         print(" | ".join(str(cell) for cell in row))
-    last = rounds["history"][-1]
-    print(f"slowest dashboard query (history, last round): {last['dashboard']['slowest_query']}")
-    if rounds["history"][-1].get("stats_history_queries"):
-        probe = rounds["history"][-1]["stats_history_queries"]
+    last = rounds["history"][-1] if rounds["history"] else {}
+    if last:
+        print(f"slowest dashboard query (history, last round): {last['dashboard']['slowest_query']}")
+    if last.get("stats_history_queries"):
+        probe = last["stats_history_queries"]
         print(f"history campaign stats in-process: db p99 {probe['db_p99_ms']:.1f} ms, slowest query "
               f"{probe['slowest_query_p99_ms']:.1f} ms: {probe['slowest_query']}")
     print(f"load average: start {results['loadavg_start']}, end {results['loadavg_end']}; "
