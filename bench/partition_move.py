@@ -1,4 +1,4 @@
-"""Benchmark: an existing install moved into day partitions while it sends (issue 30, decision 122-b).
+"""Benchmark: an existing install moved into day partitions while it sends (issue 30, decision 123).
 
     DATABASE_URL=postgres://postgres@/postgres?host=<socket dir> REDIS_URL=redis://... \\
         python bench/partition_move.py [--messages 1000000] [--days 30] [--rate 20] [--keep]

@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import date, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -148,3 +148,85 @@ def test_chaos_kills_and_restarts_a_pool_that_has_no_child_process(tmp_path):
         assert pool.process.pid != before and pool.process.poll() is None
     finally:
         pool.stop()
+
+
+def test_history_ids_carry_their_day():
+    from bench import history_rows as rows
+
+    day = rows.day_number(date(2026, 12, 1))
+    assert rows.day_of_number(day) == date(2026, 12, 1)
+    assert rows.id_day(rows.day_id(day, 1)) == day
+    assert rows.id_day(rows.day_id(day, 2**32 - 1)) == day
+    low, high = rows.day_bounds(day)
+    assert (low, high) == (rows.day_id(day, 1) - 1, rows.day_bounds(day + 1)[0])
+    assert rows.partition_name("feedback_emailevent", day) == "feedback_emailevent_20261201"
+    with pytest.raises(ValueError):
+        rows.day_id(day, 2**32)
+
+
+def test_history_copy_writes_each_row_into_its_day(db):
+    """A tiny day through the real COPY: every id names the UTC day of its row's time (messages
+    and attempts: created, events: received, so a night's opens are the next day's), and what
+    hangs off the messages points at them."""
+    from django.db import connection
+
+    from bench import history_rows as rows
+    from clients.services import service_create
+    from templates.services import template_create
+
+    day = rows.day_number(timezone.now().date()) - 3
+    services = []
+    for index in range(len(rows.SHARES)):
+        service, _ = service_create(name=f"history-{index}")
+        versions = [template_create(client=service, name=f"t{t}", subject="s", html_body="<p>x</p>").id
+                    for t in range(rows.TEMPLATES)]
+        contact_low = rows.contacts_insert(service.pk, index, 20)
+        services.append(rows.ServiceRows(service.pk, versions, contact_low, 20, {day: 1000 + index}))
+    assert rows.ensure_history_partitions([day]) == []  # main's tables are not partitioned
+    written = rows.copy_day(day, 200, 0.5, services, 3.0)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*), count(DISTINCT idempotency_key), bool_and(id >> 32 = "
+                       "floor(extract(epoch FROM created_at) / 86400)) FROM delivery_emailmessage")
+        assert cursor.fetchone() == (200, 200, True)
+        cursor.execute("SELECT count(*), bool_and(id >> 32 = floor(extract(epoch FROM received_at) / 86400)),"
+                       " count(DISTINCT id >> 32), bool_and(message_id >> 32 = %s) FROM feedback_emailevent",
+                       [day])
+        events, right_day, days, of_the_day = cursor.fetchone()
+        cursor.execute("SELECT bool_and(id >> 32 = floor(extract(epoch FROM created_at) / 86400)) "
+                       "FROM delivery_deliveryattempt")
+        assert cursor.fetchone() == (True,)
+        cursor.execute("SELECT count(*) FROM feedback_messageeventmark k "
+                       "JOIN delivery_emailmessage m ON m.id = k.message_id")
+        marks = cursor.fetchone()[0]
+    assert right_day and of_the_day and days == 2 and written["feedback_emailevent"] == events
+    assert 2.5 * 200 < events < 3.0 * 200 and marks == written["feedback_messageeventmark"]
+    assert written["delivery_emailmessage"] == 200
+
+
+def test_history_partitions_and_deferred_indexes_on_a_partitioned_table(db):
+    """The partitioned layout's path, on a table of that shape: the history's day partitions are
+    created once, and the indexes and constraints dropped for the load come back on every
+    partition (a partitioned index's definition reads ON ONLY)."""
+    from django.db import connection
+
+    from bench import history_rows as rows
+
+    day = rows.day_number(date(2026, 11, 5))
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE growth_t (id bigint PRIMARY KEY, k text, m bigint) "
+                       "PARTITION BY RANGE (id)")
+        cursor.execute("CREATE INDEX growth_t_k ON growth_t (k)")
+        cursor.execute("ALTER TABLE growth_t ADD CONSTRAINT growth_t_u UNIQUE (m, id)")
+    assert rows.ensure_history_partitions([day, day + 1], tables=["growth_t"]) == [
+        "growth_t_20261105", "growth_t_20261106"]
+    assert rows.ensure_history_partitions([day], tables=["growth_t"]) == []
+    deferred = rows.defer_table("growth_t")
+    assert [name for name, _ in deferred.indexes] == ["growth_t_k"]
+    with connection.cursor() as cursor:
+        cursor.execute("INSERT INTO growth_t VALUES (%s, 'a', 1), (%s, 'a', 1)",
+                       [rows.day_id(day, 1), rows.day_id(day + 1, 1)])
+        rows.restore_table(deferred)
+        cursor.execute("SELECT count(*) FROM pg_indexes WHERE tablename = 'growth_t_20261106'")
+        assert cursor.fetchone()[0] == 3  # primary key, k, (m, id)
+        cursor.execute("SELECT tableoid::regclass::text FROM growth_t ORDER BY id")
+        assert [row[0] for row in cursor.fetchall()] == ["growth_t_20261105", "growth_t_20261106"]

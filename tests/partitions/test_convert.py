@@ -1,4 +1,4 @@
-"""An existing install moved into day partitions while it runs (issue 30, decision 122-b).
+"""An existing install moved into day partitions while it runs (issue 30, decision 123).
 
 The test database is taken back to the release before the partitions (delivery 0022, feedback
 0006: the migrations' way back makes each table one plain table again), filled with rows of
