@@ -32,6 +32,10 @@ from datetime import UTC, date, datetime, timedelta
 
 from django.db import connection
 
+from core.partitions.create import days_ensure
+from core.partitions.spec import DayPartitioned, registered
+from delivery.providers.base import MESSAGE_ID_KEY
+
 DAY_BITS = 32
 EPOCH = date(1970, 1, 1)
 SHARES = (0.5, 0.3, 0.15, 0.05)
@@ -93,19 +97,13 @@ def ensure_history_partitions(days: Sequence[int], tables: Sequence[str] = TABLE
     """THE call site for the partitioned layout: each table's partitions of `days`, created where
     missing (the app's own `core.partitions.ensure_days` creates the coming days; history lies in
     the past). A no-op on the unpartitioned layout. Returns the partitions it created."""
-    created = []
+    specs = {spec.table: spec for spec in registered()}
+    created: list[str] = []
     with connection.cursor() as cursor:
         for table in tables:
-            if not is_partitioned(table):
-                continue
-            for day in days:
-                name = partition_name(table, day)
-                cursor.execute("SELECT to_regclass(%s)", [name])
-                if cursor.fetchone()[0] is None:
-                    low, high = day_bounds(day)
-                    cursor.execute(f"CREATE TABLE {name} PARTITION OF {table} "
-                                   f"FOR VALUES FROM ({low}) TO ({high})")
-                    created.append(name)
+            if is_partitioned(table):
+                # the app's spans (a week), as the app would create them
+                created += days_ensure(cursor, specs.get(table, DayPartitioned(table)), days)
     return created
 
 
@@ -337,7 +335,7 @@ SELECT x.id, 'sendgrid', x.peid, e.kind, CASE WHEN e.kind = 'bounced' THEN 'hard
   e.at, r.received,
   jsonb_build_object('email', m.recipient, 'timestamp', extract(epoch FROM e.at)::bigint, 'event', e.kind,
     'sg_event_id', x.peid, 'sg_message_id', m.pmid || '.recvd-5f7d8c9b-1-' || j,
-    'smtp-id', '<' || m.pmid || '@geopod-ismtpd-1>', 'notifier_message_id', m.id::text,
+    'smtp-id', '<' || m.pmid || '@geopod-ismtpd-1>', '{MESSAGE_ID_KEY}', m.id::text,
     'response', CASE WHEN e.kind = 'bounced' THEN '550 5.1.1 user unknown' ELSE '250 2.0.0 OK' END)
     || CASE WHEN e.kind IN ('opened', 'clicked') THEN jsonb_build_object(
          'useragent', 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko)',
