@@ -28,19 +28,27 @@ from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.db import connection
 
+from bench.message_log import ADDRESSES, SHARES, TEMPLATES  # the same synthetic mail
+from core.partitions import catalog
 from core.partitions.create import days_ensure
-from core.partitions.spec import DayPartitioned, registered
+from core.partitions.spec import (
+    DAY_BITS,
+    DayPartitioned,
+    day_floor,
+    day_number,
+    partition_name,
+    registered,
+)
+from core.partitions.spec import day_date as day_of_number
+from core.partitions.spec import day_of_id as id_day
 from delivery.providers.base import MESSAGE_ID_KEY
 
-DAY_BITS = 32
-EPOCH = date(1970, 1, 1)
-SHARES = (0.5, 0.3, 0.15, 0.05)
-TEMPLATES = 10
-ADDRESSES = 200_000
+# Its ids and days are core's (the growth bench and its tests read them from here).
+__all__ = ["day_number", "day_of_number", "id_day", "partition_name"]
 CHUNK = 100_000
 # An event's n within its day: (message n) * 16 + j, j < 8 its index among the message's events,
 # + 8 when it lands on the day after its message's (opens in the night): unique per event day.
@@ -56,32 +64,16 @@ TABLES = (MESSAGES, ATTEMPTS, EVENTS, MARKS)
 # --- ids and days --------------------------------------------------------------------------------
 
 
-def day_number(day: date) -> int:
-    return (day - EPOCH).days
-
-
-def day_of_number(number: int) -> date:
-    return EPOCH + timedelta(days=number)
-
-
 def day_id(day: int, n: int) -> int:
     """The id of row `n` (1 .. 2**32 - 1) of day number `day`."""
     if not 0 < n < 1 << DAY_BITS:
         raise ValueError(f"row number {n} does not fit in {DAY_BITS} bits")
-    return (day << DAY_BITS) | n
-
-
-def id_day(row_id: int) -> int:
-    return row_id >> DAY_BITS
+    return day_floor(day) | n
 
 
 def day_bounds(day: int) -> tuple[int, int]:
-    """[low, high) of the ids of day number `day`: its partition's bounds."""
-    return day << DAY_BITS, (day + 1) << DAY_BITS
-
-
-def partition_name(table: str, day: int) -> str:
-    return f"{table}_{day_of_number(day):%Y%m%d}"
+    """[low, high) of the ids of day number `day`."""
+    return day_floor(day), day_floor(day + 1)
 
 
 # --- the layout ------------------------------------------------------------------------------------
@@ -89,8 +81,7 @@ def partition_name(table: str, day: int) -> str:
 
 def is_partitioned(table: str) -> bool:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT relkind FROM pg_class WHERE oid = %s::regclass", [table])
-        return cursor.fetchone()[0] == "p"
+        return catalog.is_partitioned(cursor, table)
 
 
 def ensure_history_partitions(days: Sequence[int], tables: Sequence[str] = TABLES) -> list[str]:

@@ -11,6 +11,32 @@ _BOUND = re.compile(r"FROM \((MINVALUE|'?(-?\d+)'?)\) TO \('?(-?\d+)'?\)")
 _NAME_DAY = re.compile(r"_(\d{8})(_l)?$")
 
 
+def exists(cursor, name: str) -> bool:
+    cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [name])
+    return bool(cursor.fetchone()[0])
+
+
+def rows_exceed(cursor, table: str, limit: int) -> bool:
+    """More than `limit` rows (reads at most limit + 1 of them)."""
+    cursor.execute(f'SELECT count(*) FROM (SELECT 1 FROM "{table}" LIMIT {int(limit) + 1}) t')
+    return cursor.fetchone()[0] > limit
+
+
+def database_day(cursor) -> int:
+    """Today in days since 1970-01-01 by the database's clock (the one `notifier_day_id` reads)."""
+    cursor.execute("SELECT floor(extract(epoch FROM now()) / 86400)::int")
+    return cursor.fetchone()[0]
+
+
+def unique_constraints(cursor, table: str) -> list[tuple[str, str, list[str]]]:
+    """(name, definition, columns) of the table's unique constraints."""
+    cursor.execute("SELECT conname, pg_get_constraintdef(oid), "
+                   "ARRAY(SELECT attname FROM pg_attribute "
+                   "WHERE attrelid = conrelid AND attnum = ANY(conkey)) "
+                   "FROM pg_constraint WHERE conrelid = to_regclass(%s) AND contype = 'u'", [table])
+    return [(name, definition, list(columns)) for name, definition, columns in cursor.fetchall()]
+
+
 def is_partitioned(cursor, table: str) -> bool:
     cursor.execute("SELECT relkind = 'p' FROM pg_class WHERE oid = to_regclass(%s)", [table])
     row = cursor.fetchone()

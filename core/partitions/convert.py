@@ -23,12 +23,21 @@ from contextlib import contextmanager, suppress
 
 from django.db import DatabaseError, OperationalError, connection, transaction
 
-from core.partitions.catalog import is_partitioned, partitions_of
+from core.partitions.catalog import (
+    database_day,
+    exists,
+    is_partitioned,
+    partitions_of,
+    rows_exceed,
+    unique_constraints,
+)
 from core.partitions.create import BUILDING_SUFFIX, days_ensure, index_sql, parent_indexes, partition_create
 from core.partitions.routing import floors_forget
 from core.partitions.spec import (
+    AHEAD_DAYS,
     ID_FUNCTION,
     ID_FUNCTION_SQL,
+    SMALL_TABLE_ROWS,
     DayPartitioned,
     Partition,
     day_floor,
@@ -37,7 +46,6 @@ from core.partitions.spec import (
 )
 
 STATE_TABLE = "notifier_partition_move"
-AHEAD_DAYS = 7
 # The old table is renamed aside under the swap's lock and dropped after it: dropping 1M rows
 # and their indexes there held the lock 1.25 s (the files' unlinking at commit), renaming ms.
 ASIDE_SUFFIX, INDEX_ASIDE_SUFFIX = "__old", "__o"
@@ -93,8 +101,7 @@ def abort(spec: DayPartitioned) -> str:
         cursor.execute(f'DROP TRIGGER IF EXISTS "{old}__sync" ON "{old}"')
         cursor.execute(f'DROP FUNCTION IF EXISTS "{old}__sync"()')
         cursor.execute(f'DROP TABLE IF EXISTS "{new}" CASCADE')  # its partitions and sequence
-        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [STATE_TABLE])
-        if cursor.fetchone()[0]:
+        if exists(cursor, STATE_TABLE):
             cursor.execute(f"DELETE FROM {STATE_TABLE} WHERE table_name = %s", [old])
     return f"{old}: conversion aborted, the table is as it was"
 
@@ -141,8 +148,7 @@ def _prepare(cursor, spec: DayPartitioned) -> None:
     cursor.execute(f'CREATE SEQUENCE IF NOT EXISTS "{spec.sequence}" OWNED BY "{new}".id')
     default = f"{ID_FUNCTION}('{spec.sequence}')" if spec.coded_id else f"nextval('{spec.sequence}')"
     cursor.execute(f'ALTER TABLE "{new}" ALTER COLUMN id SET DEFAULT {default}')
-    cursor.execute("SELECT floor(extract(epoch FROM now()) / 86400)::int")
-    start_day = cursor.fetchone()[0]
+    start_day = database_day(cursor)
     for name, lower, upper in _bounds(cursor, spec, start_day):
         partition_create(cursor, spec, new, name, lower, upper)
     # The coming days: the first span from today (its days before today hold no id).
@@ -157,12 +163,8 @@ def _prepare(cursor, spec: DayPartitioned) -> None:
 def _copy_uniques(cursor, spec: DayPartitioned, new: str) -> None:
     """The old table's unique constraints: on the parent when they hold the key, else each
     partition's own (the spec must name them: a uniqueness is never lost unnoticed)."""
-    cursor.execute("SELECT conname, pg_get_constraintdef(oid), "
-                   "ARRAY(SELECT attname FROM pg_attribute "
-                   "WHERE attrelid = conrelid AND attnum = ANY(conkey)) "
-                   "FROM pg_constraint WHERE conrelid = to_regclass(%s) AND contype = 'u'", [spec.table])
     per_leaf = {unique.name for unique in spec.leaf_unique}
-    for name, definition, columns in cursor.fetchall():
+    for name, definition, columns in unique_constraints(cursor, spec.table):
         if spec.key in columns:
             cursor.execute(f'ALTER TABLE "{new}" ADD CONSTRAINT "{name}{BUILDING_SUFFIX}" {definition}')
         elif name not in per_leaf:
@@ -297,9 +299,7 @@ def _swap_locked(cursor, spec: DayPartitioned) -> None:
     if done is None or is_partitioned(cursor, old) or not done[0]:  # never drop a converted table
         raise ConversionError(f"{spec.table}: no finished copy to swap in")
     building_indexes = [name for name, _definition in parent_indexes(cursor, new)]
-    cursor.execute("SELECT conname FROM pg_constraint WHERE conrelid = to_regclass(%s) AND contype = 'u'",
-                   [new])
-    building_uniques = [row[0] for row in cursor.fetchall()]
+    building_uniques = [name for name, _definition, _columns in unique_constraints(cursor, new)]
     _drop_references(cursor, old)
     cursor.execute(f'DROP TRIGGER "{old}__sync" ON "{old}"')
     cursor.execute(f'DROP FUNCTION "{old}__sync"()')
@@ -340,8 +340,7 @@ def _name_last_range_today(cursor, table: str) -> None:
     legacy = [part for part in partitions_of(cursor, table) if part.legacy]
     if not legacy:
         return
-    cursor.execute("SELECT floor(extract(epoch FROM now()) / 86400)::int")
-    name = partition_name(table, cursor.fetchone()[0], legacy=True)
+    name = partition_name(table, database_day(cursor), legacy=True)
     last = max(legacy, key=lambda part: part.upper)
     if last.name != name:
         cursor.execute(f'ALTER TABLE "{last.name}" RENAME TO "{name}"')
@@ -360,17 +359,15 @@ def _set_aside(cursor, table: str) -> None:
 def _drop_aside(cursor, spec: DayPartitioned, log: Callable[[str], None]) -> None:
     """Drop the old table set aside by the swap (nothing reads it: every name is the copy's)."""
     aside = f"{spec.table}{ASIDE_SUFFIX}"
-    cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [aside])
-    if not cursor.fetchone()[0]:
+    if not exists(cursor, aside):
         return
     started = time.perf_counter()
     cursor.execute(f'DROP TABLE "{aside}"')
     log(f"{spec.table}: dropped the old table ({(time.perf_counter() - started) * 1000:.0f} ms)")
 
 
-# Up to this many rows a migration converts the table itself (seconds); above, the operator
-# runs `manage.py partition_tables` while the system runs (docs/operations.md).
-MIGRATION_ROW_LIMIT = 100_000
+# A test of an existing install lowers it rather than writing 100,000 rows.
+MIGRATION_ROW_LIMIT = SMALL_TABLE_ROWS
 
 
 def convert_if_small(spec: DayPartitioned, *, limit: int | None = None) -> str:
@@ -383,8 +380,7 @@ def convert_if_small(spec: DayPartitioned, *, limit: int | None = None) -> str:
             return f"{spec.table}: already partitioned"
         if spec.bounds_from and not is_partitioned(cursor, spec.bounds_from):
             return f"{spec.table}: left unpartitioned until {spec.bounds_from} is"
-        cursor.execute(f'SELECT count(*) FROM (SELECT 1 FROM "{spec.table}" LIMIT {int(limit) + 1}) t')
-        if cursor.fetchone()[0] > limit:
+        if rows_exceed(cursor, spec.table, limit):
             return (f"{spec.table}: more than {limit} rows, left unpartitioned: "
                     "run `manage.py partition_tables` (docs/operations.md)")
     return convert(spec)

@@ -8,27 +8,23 @@ from __future__ import annotations
 
 from django.db import connection
 
-from core.partitions.catalog import is_partitioned
+from core.partitions.catalog import is_partitioned, rows_exceed, unique_constraints
 from core.partitions.create import index_sql, parent_indexes
-from core.partitions.spec import DayPartitioned
-
-REVERT_ROW_LIMIT = 100_000
+from core.partitions.spec import SMALL_TABLE_ROWS, DayPartitioned
 
 
-def revert_if_small(spec: DayPartitioned, *, limit: int = REVERT_ROW_LIMIT) -> str:
+def revert_if_small(spec: DayPartitioned, *, limit: int = SMALL_TABLE_ROWS) -> str:
     """Make `spec.table` one plain table again, with the indexes and constraints it had."""
     table, plain = spec.table, f"{spec.table}__plain"
     with connection.cursor() as cursor:
         if not is_partitioned(cursor, table):
             return f"{table}: not partitioned"
-        cursor.execute(f'SELECT count(*) FROM (SELECT 1 FROM "{table}" LIMIT {int(limit) + 1}) t')
-        if cursor.fetchone()[0] > limit:
+        if rows_exceed(cursor, table, limit):
             raise RuntimeError(f"{table}: more than {limit} rows; not reverted")
         cursor.execute(f'LOCK TABLE "{table}" IN ACCESS EXCLUSIVE MODE')
         indexes = parent_indexes(cursor, table)
-        cursor.execute("SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
-                       "WHERE conrelid = to_regclass(%s) AND contype = 'u'", [table])
-        uniques = cursor.fetchall() + [(u.name, f"UNIQUE ({', '.join(u.columns)})") for u in spec.leaf_unique]
+        uniques = [(name, definition) for name, definition, _columns in unique_constraints(cursor, table)]
+        uniques += [(u.name, f"UNIQUE ({', '.join(u.columns)})") for u in spec.leaf_unique]
         cursor.execute(f'CREATE TABLE "{plain}" (LIKE "{table}" INCLUDING DEFAULTS INCLUDING CONSTRAINTS)')
         cursor.execute(f'INSERT INTO "{plain}" SELECT * FROM "{table}"')
         cursor.execute(f'DROP TABLE "{table}" CASCADE')

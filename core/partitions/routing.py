@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from core.partitions.catalog import is_partitioned, partitions_of
 from core.partitions.create import days_ensure
-from core.partitions.spec import _REGISTRY, day_number, day_of_id
+from core.partitions.spec import day_number, day_of_id, registered_table
 
 NO_FLOOR = -(1 << 63)
 _NO_PARTITION = re.compile(r'no partition of relation "([^"]+)" found for row')
@@ -50,7 +50,7 @@ def _missing_partition(error: IntegrityError) -> tuple[str, int] | None:
     match = _NO_PARTITION.search(str(cause or error))
     detail = getattr(getattr(cause, "diag", None), "message_detail", None) or ""
     value = _KEY_VALUE.search(detail)
-    if match is None or value is None or match.group(1) not in _REGISTRY:
+    if match is None or value is None or registered_table(match.group(1)) is None:
         return None
     return match.group(1), day_of_id(int(value.group(1)))
 
@@ -61,7 +61,7 @@ def _create_elsewhere(table: str, day: int) -> None:
     try:
         with other.cursor() as cursor:
             cursor.execute("BEGIN")
-            days_ensure(cursor, _REGISTRY[table], [day])
+            days_ensure(cursor, registered_table(table), [day])
             cursor.execute("COMMIT")
     finally:
         other.close()

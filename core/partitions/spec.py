@@ -58,6 +58,12 @@ class DayPartitioned:
         return f"{self.table}_day_seq" if self.coded_id else f"{self.table}_part_seq"
 
 
+# The coming days whose partitions exist ahead (upkeep, and a conversion's first ones).
+AHEAD_DAYS = 7
+# Up to this many rows a migration converts a table itself, or turns it back (seconds); above,
+# `manage.py partition_tables` moves it while the system runs (docs/operations.md).
+SMALL_TABLE_ROWS = 100_000
+
 _REGISTRY: dict[str, DayPartitioned] = {}
 
 
@@ -65,6 +71,10 @@ def register(spec: DayPartitioned) -> DayPartitioned:
     """Called by the owning app at import of its partitioning module (idempotent)."""
     _REGISTRY[spec.table] = spec
     return spec
+
+
+def registered_table(table: str) -> DayPartitioned | None:
+    return _REGISTRY.get(table)
 
 
 def registered() -> list[DayPartitioned]:

@@ -1,6 +1,6 @@
 """The periodic upkeep of every registered table: the coming days' partitions, and the days
-past the retention dropped. Run by the beat task `partitions.upkeep` (hourly) and by
-`manage.py expire_data`."""
+past the retention dropped. Run by the beat task `delivery.partitions_upkeep` (hourly); the
+expiry also by `manage.py expire_data`."""
 
 from __future__ import annotations
 
@@ -11,9 +11,7 @@ from django.utils import timezone
 
 from core.partitions.create import days_ensure
 from core.partitions.expire import Dropped, partitions_expire
-from core.partitions.spec import day_number, registered
-
-AHEAD_DAYS = 7
+from core.partitions.spec import AHEAD_DAYS, day_number, registered
 
 
 def partitions_ahead(*, now: datetime | None = None, days: int = AHEAD_DAYS) -> list[str]:

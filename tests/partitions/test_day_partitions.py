@@ -15,6 +15,7 @@ from django.db import connection
 from django.utils import timezone
 
 from clients.models import Service
+from core.partitions import catalog
 from core.partitions.catalog import partitions_of
 from core.partitions.create import days_ensure
 from core.partitions.routing import floors_forget
@@ -48,8 +49,7 @@ def _partition_of(table: str, row_id: int) -> str:
 
 def _exists(name: str) -> bool:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [name])
-        return cursor.fetchone()[0]
+        return catalog.exists(cursor, name)
 
 
 def _days(*days: int) -> None:
