@@ -7,7 +7,10 @@ Two scratch databases on DATABASE_URL's server, migrated alike (4 services, thei
 contacts, the campaign's list): `notifier_growth_empty` and `notifier_growth_history`, which also
 holds --days of history: --messages messages (bench/history_rows.py: ids carry their UTC day,
 COPYed into the parent tables, indexes and constraints built after the load as a restore would),
-their attempts, ~--events-per-message ESP events each and their marks, the daily facts.
+their attempts, ~--events-per-message ESP events each and their marks, the daily facts. Days
+older than --personal-days (7, the default retention) are written as personal-data removal leaves
+them (no address, context or ESP payload; the keyed hash kept): a month of history as a running
+install holds it. The storage step's "before" wants every row whole: --personal-days >= --days.
 
 Then, in the same sitting, --rounds rounds, each on both databases in turn (the order swapped
 every round), each with its own notifier processes (the Procfile's web, worker-p0, worker-p0b,
@@ -121,6 +124,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--events-per-message", type=float, default=3.0,
                         help="ESP events per sent message, on average (1 .. 2k-1 each)")
     parser.add_argument("--days", type=int, default=30, help="days of history, the last one yesterday")
+    parser.add_argument("--personal-days", type=int, default=7,
+                        help="the history's last days that still hold personal data (the default "
+                             "retention); older days are written as its removal leaves them")
     parser.add_argument("--campaign-share", type=float, default=0.5, help="share of the history in campaigns")
     parser.add_argument("--load-workers", type=int, default=2, help="days loaded at once")
     parser.add_argument("--rounds", type=int, default=3)
@@ -188,9 +194,9 @@ def child(role: str, label: str, args: argparse.Namespace, *extra: str) -> dict:
 
 
 def forwarded(args: argparse.Namespace) -> list[str]:
-    names = ("messages", "events_per_message", "days", "load_workers", "campaign_share", "rate", "p0_seconds",
-             "connections", "campaign_recipients", "campaign_timeout", "stats_requests", "dashboard_runs",
-             "scrub_seconds", "expiry_seconds", "expiry_at")
+    names = ("messages", "events_per_message", "days", "personal_days", "load_workers", "campaign_share",
+             "rate", "p0_seconds", "connections", "campaign_recipients", "campaign_timeout", "stats_requests",
+             "dashboard_runs", "scrub_seconds", "expiry_seconds", "expiry_at")
     flags = [f"--{name.replace('_', '-')}={getattr(args, name)}" for name in names]
     return flags + (["--no-vacuum-full"] if args.no_vacuum_full else [])
 
@@ -255,7 +261,7 @@ def load_history(args: argparse.Namespace, services: list) -> dict:
     deferred = [rows.defer_table(table) for table in rows.TABLES]
     began = time.perf_counter()
     totals = rows.copy_days(days, per_day, args.campaign_share, services, args.events_per_message,
-                            workers=args.load_workers)
+                            workers=args.load_workers, scrubbed_before=today - args.personal_days)
     load_seconds = time.perf_counter() - began
     with connection.cursor() as cursor:
         cursor.execute("SET maintenance_work_mem = '1GB'")
@@ -655,15 +661,23 @@ class LockWaits:
 def role_expiry(args: argparse.Namespace) -> None:
     harness.django_setup()
     from bench import history_rows as rows
+    from core.partitions.spec import span_days, span_start
 
     state = json.loads((STATE_DIR / "history.json").read_text())
-    day = state["days"][0]
-    low, high = rows.day_bounds(day)
     layout = "partitioned" if rows.is_partitioned(rows.MESSAGES) else "unpartitioned"
+    # The unit of expiry: a day unpartitioned, the partition holding the oldest day partitioned
+    # (a week: its days of history, up to 7).
+    first = state["days"][0]
+    day = first
+    if layout == "partitioned":
+        day = min(span_start(first) + span_days(), state["days"][-1] + 1) - 1
+    low, high = rows.day_bounds(first)[0], rows.day_bounds(day)[1]
     in_day = harness.sql("SELECT count(*) FROM delivery_emailmessage WHERE id >= %s AND id < %s",
                          [low, high])[0][0]
-    print(f"expiring {rows.day_of_number(day)} ({in_day:,} messages) on the {layout} layout", flush=True)
-    result: dict = {"layout": layout, "day": str(rows.day_of_number(day)), "messages": in_day}
+    print(f"expiring {rows.day_of_number(first)} .. {rows.day_of_number(day)} ({in_day:,} messages) "
+          f"on the {layout} layout", flush=True)
+    result: dict = {"layout": layout, "day": str(rows.day_of_number(first)),
+                    "last_day": str(rows.day_of_number(day)), "messages": in_day}
     rng = random.Random(99)
     with Stack(("worker-p0", "worker-p0b"), "expiry") as stack, Expirer(args, day) as expirer:
         offered_load(stack.port, state["key"], poisson_offsets(args.rate / 2, WARM_SECONDS, rng),

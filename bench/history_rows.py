@@ -45,6 +45,7 @@ from core.partitions.spec import (
 )
 from core.partitions.spec import day_date as day_of_number
 from core.partitions.spec import day_of_id as id_day
+from core.personal_data import REDACTED
 from delivery.providers.base import MESSAGE_ID_KEY
 
 # Its ids and days are core's (the growth bench and its tests read them from here).
@@ -59,6 +60,9 @@ ATTEMPTS = "delivery_deliveryattempt"
 EVENTS = "feedback_emailevent"
 MARKS = "feedback_messageeventmark"
 TABLES = (MESSAGES, ATTEMPTS, EVENTS, MARKS)
+# Rows older than this many days are written as personal-data removal leaves them (the default
+# retention, clients/retention.py): what a month of history looks like in a running install.
+PERSONAL_DAYS = 7
 
 
 # --- ids and days --------------------------------------------------------------------------------
@@ -219,6 +223,7 @@ class Segment:
     index: int
     campaign: bool
     events_per_message: float
+    scrubbed: bool = False
 
     def params(self) -> dict:
         count = self.high - self.low + 1
@@ -230,7 +235,8 @@ class Segment:
                 "service": self.service.service_id, "index": self.index,
                 "campaign": self.service.campaigns.get(self.day) if self.campaign else None,
                 "contact_low": self.service.contact_low, "versions": self.service.versions,
-                "spread": spread}
+                "spread": spread, "scrubbed": self.scrubbed,
+                "removed_at": start + timedelta(days=PERSONAL_DAYS, hours=1)}
 
 
 # n, the message's id, its timestamps, outcome and number of events (`ev`), for rows n in
@@ -253,14 +259,18 @@ LATERAL (SELECT b.created_at, b.h, CASE WHEN b.h < 20 THEN 0 WHEN b.h < 40 THEN 
 """
 
 MESSAGE_COLUMNS = (
-    "id, recipient, context, priority, status, provider, provider_message_id, attempts, idempotency_key, "
+    "id, recipient_hash, personal_data_removed_at, recipient, context, priority, status, provider, "
+    "provider_message_id, attempts, idempotency_key, "
     "claim_token, claimed_at, send_started_at, error, created_at, sent_at, delivered_at, opened_at, "
     "clicked_at, bounced_at, campaign_id, client_id, template_version_id, cancel_key, contact_id, key_type, "
     "stream, metadata")
 
 MESSAGES_SQL = f"""
-SELECT m.id, m.recipient,
-  CASE WHEN %(campaign)s::bigint IS NOT NULL THEN '{{}}'::jsonb ELSE jsonb_build_object(
+SELECT m.id,
+  CASE WHEN %(scrubbed)s THEN sha256(convert_to('k:' || m.recipient, 'UTF8')) END,
+  CASE WHEN %(scrubbed)s THEN %(removed_at)s::timestamptz END,
+  CASE WHEN %(scrubbed)s THEN '' ELSE m.recipient END,
+  CASE WHEN %(campaign)s::bigint IS NOT NULL OR %(scrubbed)s THEN '{{}}'::jsonb ELSE jsonb_build_object(
     'code', lpad(((m.n * 7919) %% 1000000)::text, 6, '0'), 'name', 'Customer ' || (m.n %% 5000),
     'order_url', 'https://shop.example.com/orders/' || m.n) END,
   CASE WHEN %(campaign)s::bigint IS NOT NULL THEN 3 ELSE m.n %% 2 END,
@@ -273,7 +283,8 @@ SELECT m.id, m.recipient,
   m.created_at + interval '1 second',
   CASE WHEN m.status <> 'SUPPRESSED' THEN m.created_at + interval '1.2 seconds' END,
   CASE m.status WHEN 'FAILED'
-       THEN '550 5.1.1 <' || m.recipient || '>: Recipient address rejected: User unknown'
+       THEN '550 5.1.1 <' || CASE WHEN %(scrubbed)s THEN '{REDACTED}' ELSE m.recipient END
+            || '>: Recipient address rejected: User unknown'
        WHEN 'SUPPRESSED' THEN 'suppressed: hard bounce' ELSE '' END,
   m.created_at, m.sent_at,
   CASE WHEN m.ev > 0 AND m.status <> 'BOUNCED' THEN m.sent_at + interval '5 seconds' END,
@@ -295,8 +306,8 @@ ATTEMPTS_SQL = f"""
 SELECT (a.day::bigint << 32) | (m.n * 2 + (a.day <> %(day)s)::int), 'sendgrid',
   CASE WHEN m.status = 'FAILED' THEN 'permanent' ELSE 'accepted' END,
   CASE WHEN m.status = 'FAILED' THEN '550' ELSE '202' END,
-  CASE WHEN m.status = 'FAILED' THEN '550 5.1.1 <' || m.recipient || '>: Recipient address rejected'
-       ELSE '' END,
+  CASE WHEN m.status = 'FAILED' THEN '550 5.1.1 <' || CASE WHEN %(scrubbed)s THEN '{REDACTED}'
+       ELSE m.recipient END || '>: Recipient address rejected' ELSE '' END,
   40 + m.n %% 80, a.at, m.id
 FROM ({BASE}) m,
 LATERAL (SELECT m.created_at + interval '1.4 seconds' AS at) t,
@@ -320,17 +331,21 @@ EVENT_COLUMNS = ("id, provider, provider_event_id, event_type, bounce_type, reci
                  "received_at, raw, message_id")
 
 EVENTS_SQL = f"""
-SELECT x.id, 'sendgrid', x.peid, e.kind, CASE WHEN e.kind = 'bounced' THEN 'hard' ELSE '' END, m.recipient,
-  CASE WHEN e.kind = 'clicked' THEN 'https://shop.example.com/p/' || m.n || '?utm_source=notifier&u='
-       || substr(md5(m.recipient), 1, 12) ELSE '' END,
+SELECT x.id, 'sendgrid', x.peid, e.kind, CASE WHEN e.kind = 'bounced' THEN 'hard' ELSE '' END,
+  CASE WHEN %(scrubbed)s THEN '' ELSE m.recipient END,
+  CASE WHEN e.kind <> 'clicked' THEN '' WHEN %(scrubbed)s THEN 'https://shop.example.com/p/' || m.n
+       ELSE 'https://shop.example.com/p/' || m.n || '?utm_source=notifier&u='
+            || substr(md5(m.recipient), 1, 12)
+  END,
   e.at, r.received,
-  jsonb_build_object('email', m.recipient, 'timestamp', extract(epoch FROM e.at)::bigint, 'event', e.kind,
+  CASE WHEN %(scrubbed)s THEN '{{}}'::jsonb ELSE jsonb_build_object(
+    'email', m.recipient, 'timestamp', extract(epoch FROM e.at)::bigint, 'event', e.kind,
     'sg_event_id', x.peid, 'sg_message_id', m.pmid || '.recvd-5f7d8c9b-1-' || j,
     'smtp-id', '<' || m.pmid || '@geopod-ismtpd-1>', '{MESSAGE_ID_KEY}', m.id::text,
     'response', CASE WHEN e.kind = 'bounced' THEN '550 5.1.1 user unknown' ELSE '250 2.0.0 OK' END)
     || CASE WHEN e.kind IN ('opened', 'clicked') THEN jsonb_build_object(
          'useragent', 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko)',
-         'ip', '203.0.113.' || (m.n %% 250)) ELSE '{{}}'::jsonb END,
+         'ip', '203.0.113.' || (m.n %% 250)) ELSE '{{}}'::jsonb END END,
   m.id
 {EVENTS_FROM}
 CROSS JOIN LATERAL (SELECT (d.day::bigint << 32) | (m.n * {EVENT_SLOTS} + j
@@ -361,22 +376,25 @@ def copy_select(table: str, columns: str, select: str, params: dict) -> int:
 
 
 def segments_of_day(day: int, per_day: int, campaign_share: float, services: list[ServiceRows],
-                    events_per_message: float) -> list[Segment]:
-    """The day's messages n = 1 .. per_day: each service's campaign, then its one-off sends."""
+                    events_per_message: float, scrubbed: bool = False) -> list[Segment]:
+    """The day's messages n = 1 .. per_day: each service's campaign, then its one-off sends;
+    `scrubbed`: without their personal data."""
     segments, n = [], 1
     for kind, counts in ((True, campaign_rows(per_day, campaign_share)),
                          (False, one_off_rows(per_day, campaign_share))):
         for index, count in enumerate(counts):
             if count:
                 segments.append(Segment(day, n, n + count - 1, services[index], index, kind,
-                                        events_per_message))
+                                        events_per_message, scrubbed))
                 n += count
     return segments
 
 
 def copy_day(day: int, per_day: int, campaign_share: float, services: list[ServiceRows],
-             events_per_message: float, tables: Sequence[str] = TABLES) -> dict[str, int]:
-    """One day's messages and what hangs off them, chunk by chunk; rows per table."""
+             events_per_message: float, tables: Sequence[str] = TABLES,
+             scrubbed: bool = False) -> dict[str, int]:
+    """One day's messages and what hangs off them, chunk by chunk; rows per table. `scrubbed`:
+    as personal-data removal leaves them."""
     if per_day * EVENT_SLOTS >= 1 << DAY_BITS:
         raise ValueError(f"{per_day:,} messages a day do not fit the event ids")
     if round(2 * events_per_message - 1) > MAX_EVENTS:
@@ -385,7 +403,7 @@ def copy_day(day: int, per_day: int, campaign_share: float, services: list[Servi
     with connection.cursor() as cursor:
         # The generating SELECTs cost ~1.4 s each to JIT-compile, more than running them.
         cursor.execute("SET jit = off")
-    for segment in segments_of_day(day, per_day, campaign_share, services, events_per_message):
+    for segment in segments_of_day(day, per_day, campaign_share, services, events_per_message, scrubbed):
         for lo in range(segment.low, segment.high + 1, CHUNK):
             params = {**segment.params(), "lo": lo, "hi": min(segment.high, lo + CHUNK - 1)}
             for table, columns, select in STATEMENTS:
@@ -395,15 +413,17 @@ def copy_day(day: int, per_day: int, campaign_share: float, services: list[Servi
 
 
 def copy_days(days: Sequence[int], per_day: int, campaign_share: float, services: list[ServiceRows],
-              events_per_message: float, workers: int = 2) -> Counter:
+              events_per_message: float, workers: int = 2, scrubbed_before: int | None = None) -> Counter:
     """`copy_day` of each day, `workers` days at a time (each thread has its own connection, so
-    PostgreSQL generates and loads on as many cores); rows per table."""
+    PostgreSQL generates and loads on as many cores); rows per table. Days before the day number
+    `scrubbed_before` are written without their personal data."""
     totals: Counter = Counter()
     began = time.perf_counter()
 
     def one(day: int) -> dict[str, int]:
         try:
-            return copy_day(day, per_day, campaign_share, services, events_per_message)
+            return copy_day(day, per_day, campaign_share, services, events_per_message,
+                            scrubbed=scrubbed_before is not None and day < scrubbed_before)
         finally:
             connection.close()
 

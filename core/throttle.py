@@ -20,6 +20,10 @@ class AtMostEvery:
         self._next = now + self.seconds
         return True
 
+    def due_within(self, seconds: float) -> None:
+        """The next `due()` is True after at most `seconds` from now (a step with work left)."""
+        self._next = min(self._next, time.monotonic() + seconds)
+
     def reset(self) -> None:
         """The next `due()` is True (a test's fresh start)."""
         self._next = 0.0

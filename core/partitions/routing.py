@@ -10,18 +10,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from datetime import datetime, timedelta
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from core.partitions.catalog import is_partitioned, partitions_of
 from core.partitions.create import days_ensure
-from core.partitions.spec import day_number, day_of_id, registered_table
+from core.partitions.spec import day_floor, day_number, day_of_id, registered_table
 
 NO_FLOOR = -(1 << 63)
 _NO_PARTITION = re.compile(r'no partition of relation "([^"]+)" found for row')
 _KEY_VALUE = re.compile(r"\) = \((-?\d+)")
 _floors: dict[str, tuple[int, int]] = {}
+_partitioned: dict[str, tuple[int, bool]] = {}
+ID_FLOOR_MARGIN = timedelta(hours=1)
 
 
 def execute_routed(cursor, sql: str, params: object = None) -> None:
@@ -86,9 +89,24 @@ def idempotency_floor(table: str) -> int:
     return floor
 
 
+def id_floor_since(table: str, moment: datetime) -> int:
+    """The smallest id a row of `table` written at `moment` or later can carry, on a table whose
+    ids carry their day (a partitioned one): with `id >= this` beside a time filter PostgreSQL
+    leaves every older partition out of the plan. An hour's margin covers the clocks of the
+    application (created_at) and of the database (the id's day) disagreeing around midnight.
+    NO_FLOOR on a table not partitioned yet (a plain sequence's ids)."""
+    today = day_number(timezone.now())
+    cached = _partitioned.get(table)
+    if not cached or cached[0] != today:
+        with connection.cursor() as cursor:
+            cached = _partitioned[table] = (today, is_partitioned(cursor, table))
+    return day_floor(day_number(moment - ID_FLOOR_MARGIN)) if cached[1] else NO_FLOOR
+
+
 def floors_forget() -> None:
     """After a conversion or in a test that moves days: read the floors again."""
     _floors.clear()
+    _partitioned.clear()
 
 
 def ids_span_sql(alias: str, ids: Iterable[int]) -> str:

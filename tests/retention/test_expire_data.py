@@ -100,6 +100,23 @@ def test_the_sweep_is_a_bounded_step_at_most_once_a_minute(settings):
     assert personal_data.personal_data_expire(budget_seconds=0) == {}
 
 
+def test_a_sweep_that_runs_out_of_time_comes_back_soon(settings, monkeypatch):
+    """A backlog: the step after one that spent its whole budget is not a minute away."""
+    settings.NOTIFIER_RETENTION_PERSONAL_DAYS = 1
+    messages = sent_messages(3)
+    EmailMessage.objects.filter(pk__in=[m.pk for m in messages]).update(
+        created_at=timezone.now() - timedelta(days=2))
+    personal_data._sweep_throttle.reset()
+    monkeypatch.setattr(personal_data, "SWEEP_STEP_SECONDS", 0.0)  # out of time before a batch
+    monkeypatch.setattr(personal_data, "BACKLOG_EVERY_SECONDS", 0.0)
+    personal_data_sweep()
+    assert _stripped() == 0
+    monkeypatch.setattr(personal_data, "SWEEP_STEP_SECONDS", 1.0)
+    personal_data_sweep()  # due again at once: the backlog's pace
+    assert _stripped() == 3
+    assert not personal_data._sweep_throttle.due()  # that one finished within its step: a minute
+
+
 def test_the_pick_walks_the_index_of_due_rows():
     """20,000 rows of one service, analyzed, half of them already stripped: the pick is one
     range of msg_personal_due_idx in its order, stopped at the batch (no sort, no table scan)."""
