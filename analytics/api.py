@@ -37,8 +37,9 @@ class CampaignStatsSerializer(serializers.Serializer):
         points = serializers.ListField(
             child=serializers.DictField(),
             help_text='[{"t": ISO time, "sent": n, "delivered": n, ...}]. minute and hour: every event '
-                      'the ESPs reported, at its time; day: each message once per kind, on the UTC day '
-                      'of its first such event, with every counter and the day\'s `source`.')
+                      'the ESPs reported, in the UTC minute or hour of its time (whole minutes: `since` '
+                      'counts from the start of its minute); day: each message once per kind, on the UTC '
+                      'day of its first such event, with every counter and the day\'s `source`.')
 
     campaign = CampaignSerializer()
     counts = serializers.DictField(
@@ -147,7 +148,9 @@ class CampaignStatsApi(APIView):
 
     class InputSerializer(serializers.Serializer):
         interval = serializers.ChoiceField(choices=SERIES_INTERVALS, default="minute")
-        since = serializers.DateTimeField(required=False)
+        since = serializers.DateTimeField(
+            required=False,
+            help_text="The series from this time's UTC minute (minute, hour) or day (day) on.")
 
     @extend_schema(parameters=[InputSerializer], responses={200: CampaignStatsSerializer})
     def get(self, request: Request, campaign_id: int) -> Response:

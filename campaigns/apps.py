@@ -28,6 +28,14 @@ class CampaignsConfig(AppConfig):
         pre_delete.connect(contact_deleted_rows_suppress, sender=Contact,
                            dispatch_uid="campaigns-contact-deleted")
 
+        # A deleted campaign's minute tally of events goes with it (feedback keeps a plain id).
+        from django.db.models.signals import post_delete
+
+        from campaigns.models import Campaign
+        from feedback.services.tally import campaign_tally_forget
+
+        post_delete.connect(campaign_tally_forget, sender=Campaign, dispatch_uid="campaigns-tally-forget")
+
         # What a recurring schedule runs, what a cancelled one-off schedule stops, and the
         # recovery sweeps the scheduler's lock holder runs (scheduling/extensions.py).
         from campaigns.services.launch import campaign_definition_validate, campaign_launch_run

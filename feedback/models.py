@@ -114,6 +114,31 @@ class CampaignEventCounter(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
 
+class CampaignEventMinute(models.Model):
+    """One campaign's ESP events and first events per minute, provider and kind: what its
+    statistics' series and per-provider counts read instead of its events and marks (decision
+    125). Incremented once per processed batch, in its transaction, from the events it stored.
+
+    `kind` is an event type (`events`: every stored event of that type, as the series counts) or
+    a mark name (`firsts`: the first such event of a message, as the per-provider counts and the
+    counters count them); "bounced" holds both every bounce event and the first hard bounces.
+    `minute` is the event's `occurred_at` (for a first, the mark's time when it was recorded)
+    truncated to its UTC minute; `provider` is the message's ("" when it has none).
+    A plain campaign id, no relation: feedback sits below campaigns (deleting a campaign deletes
+    its rows through campaigns' post_delete receiver), and no foreign-key lock on the campaign row
+    is taken by a webhook batch.
+    """
+
+    # The key is the tally's own (no surrogate id): its upsert's arbiter and the stats' range.
+    pk = models.CompositePrimaryKey("campaign_id", "minute", "provider", "kind")
+    campaign_id = models.BigIntegerField()
+    minute = models.DateTimeField()
+    provider = models.CharField(max_length=20, blank=True, default="")
+    kind = models.CharField(max_length=16)
+    events = models.IntegerField(default=0)
+    firsts = models.IntegerField(default=0)
+
+
 class SoftBounceTally(models.Model):
     """Soft bounces per address; at the configured threshold the address is suppressed."""
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from django.core.cache import cache
-from django.db.models import Count, F
-from django.db.models.functions import TruncHour, TruncMinute
+from django.db.models import Count, F, Sum
+from django.db.models.functions import TruncMinute
 
 from analytics.horizon import day_start, metadata_horizon, utc_today
 from analytics.selectors.days import MAX_DAYS, campaign_days, campaign_lifetime_counts
@@ -17,9 +18,21 @@ from campaigns.models import Campaign
 from campaigns.selectors import campaign_counters, campaign_progress
 from clients.key_types import KeyType
 from delivery.models import EmailMessage
-from feedback.models import CampaignEventCounter, EmailEvent, MessageEventMark
+from feedback.models import CampaignEventCounter, CampaignEventMinute
+from feedback.services.tally import minute_of
 
-INTERVALS = {"minute": TruncMinute, "hour": TruncHour}
+
+def _its_minute(minute: datetime) -> datetime:
+    return minute
+
+
+def _its_hour(minute: datetime) -> datetime:
+    return minute.replace(minute=0)
+
+
+# A series' bucket of a UTC minute (the events' come from the minute tally, decision 125, so a
+# series counts whole minutes: `since` from the start of its minute).
+INTERVALS = {"minute": _its_minute, "hour": _its_hour}
 # "day" comes from the daily facts (closed days) and the rows (the others): analytics.selectors.days.
 SERIES_INTERVALS = [*INTERVALS, "day"]
 COUNTED = ("delivered", "opened", "clicked", "bounced", "soft_bounced", "complained", "unsubscribed")
@@ -34,16 +47,44 @@ def campaign_rows_may_be_gone(campaign: Campaign, *, now: datetime | None = None
     return campaign.created_at < metadata_horizon(campaign.client, now=now)
 
 
-def campaign_counts(*, campaign: Campaign) -> dict[str, int]:
-    by_status = dict(
-        EmailMessage.objects.filter(campaign=campaign).values_list("status").annotate(n=Count("id"))
-    )
+@dataclass
+class RowCounts:
+    """A campaign's messages from one grouped read (by status, provider and the UTC minute of
+    `sent_at`): its counts by status, `sent`, the providers' `sent` and the series' sends."""
+
+    by_status: dict[str, int] = field(default_factory=dict)
+    sent_by_provider: dict[str, int] = field(default_factory=dict)
+    sent_by_minute: dict[datetime, int] = field(default_factory=dict)
+
+    @property
+    def sent(self) -> int:
+        return sum(self.sent_by_provider.values())
+
+
+def campaign_row_counts(*, campaign: Campaign) -> RowCounts:
+    """The one read of the campaign's messages the statistics make: the (campaign, status)
+    index finds them, the heap gives `provider` and `sent_at` (the sends need it anyway)."""
+    grouped = (EmailMessage.objects.filter(campaign=campaign)
+               .annotate(t=TruncMinute("sent_at", tzinfo=UTC)).values_list("status", "provider", "t")
+               .annotate(n=Count("id")).order_by())
+    counts = RowCounts()
+    for status, provider, minute, n in grouped:
+        counts.by_status[status] = counts.by_status.get(status, 0) + n
+        if minute is not None:
+            counts.sent_by_provider[provider] = counts.sent_by_provider.get(provider, 0) + n
+            counts.sent_by_minute[minute] = counts.sent_by_minute.get(minute, 0) + n
+    return counts
+
+
+def campaign_counts(*, campaign: Campaign, rows: RowCounts | None = None) -> dict[str, int]:
+    rows = rows if rows is not None else campaign_row_counts(campaign=campaign)
+    by_status = rows.by_status
     counter = CampaignEventCounter.objects.filter(campaign=campaign).first()
     counts = {name: getattr(counter, name, 0) for name in COUNTED}
     counts["messages"] = sum(by_status.values())
     # Progress against the whole audience, as on the dashboard and in the campaign API.
     counts.update(campaign_progress(campaign=campaign, by_status=by_status))
-    counts["sent"] = EmailMessage.objects.filter(campaign=campaign, sent_at__isnull=False).count()
+    counts["sent"] = rows.sent
     counts["pending"] = sum(by_status.get(s, 0) for s in ("QUEUED", "SCHEDULED", "SENDING"))
     counts["failed"] = by_status.get("FAILED", 0)
     counts["suppressed"] = by_status.get("SUPPRESSED", 0)
@@ -66,35 +107,42 @@ def campaign_rates(counts: dict[str, int]) -> dict[str, float]:
     }
 
 
-def campaign_providers(*, campaign: Campaign) -> dict[str, dict[str, int]]:
-    sent = (
-        EmailMessage.objects.filter(campaign=campaign, sent_at__isnull=False)
-        .values_list("provider").annotate(n=Count("id"))
+def campaign_providers(*, campaign: Campaign, rows: RowCounts | None = None) -> dict[str, dict[str, int]]:
+    """Per provider (the message's; "unknown" when it has none): its sent messages and, per
+    kind, the messages with such an event (first events, from the minute tally)."""
+    rows = rows if rows is not None else campaign_row_counts(campaign=campaign)
+    sent = rows.sent_by_provider
+    providers: dict[str, dict[str, int]] = {p or "unknown": {"sent": n} for p, n in sent.items()}
+    firsts = (
+        CampaignEventMinute.objects.filter(campaign_id=campaign.pk)
+        .values_list("provider", "kind").annotate(n=Sum("firsts")).filter(n__gt=0).order_by()
     )
-    providers: dict[str, dict[str, int]] = {p or "unknown": {"sent": n} for p, n in sent}
-    marks = (
-        MessageEventMark.objects.filter(message__campaign=campaign)
-        .values_list("message__provider", "event_type").annotate(n=Count("id"))
-    )
-    for provider, event_type, n in marks:
-        providers.setdefault(provider or "unknown", {"sent": 0})[event_type] = n
+    for provider, kind, n in firsts:
+        providers.setdefault(provider or "unknown", {"sent": 0})[kind] = n
     return providers
 
 
-def campaign_series(*, campaign: Campaign, interval: str, since: datetime | None) -> list[dict[str, Any]]:
+def campaign_series(*, campaign: Campaign, interval: str, since: datetime | None,
+                    rows: RowCounts | None = None) -> list[dict[str, Any]]:
+    """Per UTC minute or hour: messages sent and every event the ESPs reported (by kind), from
+    the minute of `since` on (whole minutes: the events come from the minute tally)."""
     if interval == "day":
         return campaign_day_series(campaign=campaign, since=since)
-    trunc = INTERVALS[interval]
-    sends = EmailMessage.objects.filter(campaign=campaign, sent_at__isnull=False)
-    events = EmailEvent.objects.filter(message__campaign=campaign)
-    if since is not None:
-        sends, events = sends.filter(sent_at__gte=since), events.filter(occurred_at__gte=since)
+    bucket = INTERVALS[interval]
+    start = minute_of(since) if since is not None else None
+    rows = rows if rows is not None else campaign_row_counts(campaign=campaign)
     buckets: dict[datetime, dict[str, int]] = {}
-    for at, n in sends.annotate(t=trunc("sent_at")).values_list("t").annotate(n=Count("id")):
-        buckets.setdefault(at, {})["sent"] = n
-    rows = events.annotate(t=trunc("occurred_at")).values_list("t", "event_type").annotate(n=Count("id"))
-    for at, event_type, n in rows:
-        buckets.setdefault(at, {})[event_type] = n
+    for minute, n in rows.sent_by_minute.items():
+        if start is None or minute >= start:
+            point = buckets.setdefault(bucket(minute), {})
+            point["sent"] = point.get("sent", 0) + n
+    tally = CampaignEventMinute.objects.filter(campaign_id=campaign.pk)
+    if start is not None:
+        tally = tally.filter(minute__gte=start)
+    events = tally.values_list("minute", "kind").annotate(n=Sum("events")).filter(n__gt=0).order_by()
+    for minute, kind, n in events:
+        point = buckets.setdefault(bucket(minute), {})
+        point[kind] = point.get(kind, 0) + n
     return [{"t": at.isoformat(), **values} for at, values in sorted(buckets.items())]
 
 
@@ -122,16 +170,20 @@ def campaign_unsubscribes_by_topic(*, campaign: Campaign) -> list[dict[str, Any]
 
 
 def campaign_stats(*, campaign: Campaign, interval: str = "minute", since: datetime | None = None) -> dict:
-    counts = campaign_counts(campaign=campaign)
+    """Counts, rates, providers and the series. The campaign's messages are read once (grouped
+    by status, provider and minute sent); its events and marks never: their figures come from
+    its counter row and minute tally (decision 125)."""
+    rows = campaign_row_counts(campaign=campaign)
+    counts = campaign_counts(campaign=campaign, rows=rows)
     return {
         "campaign": {"id": campaign.id, "name": campaign.name, "status": campaign.status},
         "counts": counts,
         "counts_source": "facts" if campaign_rows_may_be_gone(campaign) else "rows",
         "rates": campaign_rates(counts),
-        "providers": campaign_providers(campaign=campaign),
+        "providers": campaign_providers(campaign=campaign, rows=rows),
         "unsubscribes_by_topic": campaign_unsubscribes_by_topic(campaign=campaign),
         "series": {"interval": interval, "points": campaign_series(campaign=campaign, interval=interval,
-                                                                   since=since)},
+                                                                   since=since, rows=rows)},
     }
 
 

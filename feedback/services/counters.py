@@ -2,7 +2,9 @@
 
 Input is the set of *new* marks of the batch (first open of a message, ...), so the counters are
 unique per message by construction. One upsert per batch covers every campaign it touched,
-in campaign-id order (a fixed lock order across concurrent batches).
+in campaign-id order (a fixed lock order across concurrent batches). A recount rebuilds a
+campaign's counters and its minute tally (feedback/services/tally.py) together, under the
+campaign's counts lock, which a batch holds shared while it counts the campaign.
 """
 
 from __future__ import annotations
@@ -10,10 +12,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from django.db import connection
+from django.db import connection, transaction
 
 from delivery.models import EmailMessage
 from feedback.models import CampaignEventCounter, MessageEventMark
+from feedback.services.tally import campaign_counts_lock, campaign_tally_refill
 
 COUNTER_TABLE = CampaignEventCounter._meta.db_table
 COUNTED = ("delivered", "opened", "clicked", "bounced", "soft_bounced", "complained", "unsubscribed")
@@ -57,7 +60,12 @@ def campaign_counters_compute(*, campaign_id: int) -> dict[str, int]:
 
 
 def campaign_counters_recount(*, campaign_id: int) -> dict[str, int]:
-    """Replace the stored counters with the computed ones (repair after a bug or a manual fix)."""
-    counts = campaign_counters_compute(campaign_id=campaign_id)
-    CampaignEventCounter.objects.update_or_create(campaign_id=campaign_id, defaults=counts)
+    """Replace the stored counters and minute tally with the computed ones (repair after a bug,
+    a manual fix or the tally's backfill race), in one transaction that holds the campaign's
+    counts lock: batches processed meanwhile are counted once, before or after it."""
+    with transaction.atomic():
+        campaign_counts_lock(campaign_id)
+        counts = campaign_counters_compute(campaign_id=campaign_id)
+        CampaignEventCounter.objects.update_or_create(campaign_id=campaign_id, defaults=counts)
+        campaign_tally_refill(campaign_id)
     return counts

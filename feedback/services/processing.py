@@ -2,8 +2,9 @@
 
 Everything a batch changes commits together, so a crash or a lost race leaves no half-counted
 batch: the retry finds its events already stored (ON CONFLICT DO NOTHING) and does nothing
-twice. Locks are taken in one order (events, marks, messages, suppressions, counters, each
-sorted) so concurrent batches do not deadlock each other.
+twice. Locks are taken in one order (events, marks, messages, suppressions, the campaigns'
+counts locks (shared), counters, the minute tally, each sorted) so concurrent batches do not
+deadlock each other.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from feedback.services.marks import marks_from_events, marks_record
 from feedback.services.reputation import reputation_check
 from feedback.services.statuses import ambiguous_messages_reconcile, message_statuses_apply
 from feedback.services.suppression import suppressions_from_events
+from feedback.services.tally import campaign_counts_share, campaign_tally_increment, campaign_tally_of_batch
 
 logger = logging.getLogger(__name__)
 # The service's event of each first-occurrence mark (feedback.services.marks); a soft bounce
@@ -120,7 +122,11 @@ def _apply(stored: list[StoredEvent], report: ProcessReport) -> None:
     campaign_marks = [
         (refs[mid].campaign_id, name) for mid, name in new_marks if refs[mid].campaign_id is not None
     ]
+    # Counters and the minute tally of the stats (decision 125), under each campaign's counts
+    # lock held shared, so a rebuild of them (recount_campaign) never sees half of this batch.
+    campaign_counts_share(refs[mid].campaign_id for mid in refs if refs[mid].campaign_id is not None)
     campaign_counters_increment(new_marks=campaign_marks)
+    campaign_tally_increment(campaign_tally_of_batch(stored=known, new_marks=new_marks, marks=marks))
     bad = {"bounced", "complained"}
     report.campaigns = {refs[m].campaign_id for m, n in new_marks if n in bad and refs[m].campaign_id}
     # A test key's bounces never hold its client's live sends (issue 27): they count for the
