@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+from django.db import connection, transaction
 from django.db.models import CharField, Transform
 
 
@@ -20,3 +24,16 @@ class Unindexed(Transform):
 # On every CharField, not one field of one model: migrations build their own copies of the
 # models, and an index whose condition uses the lookup (delivery 0019) needs it there too.
 CharField.register_lookup(Unindexed)
+
+
+@contextmanager
+def planner_settings(settings: Mapping[str, str]) -> Iterator[None]:
+    """These planner settings for the statements run inside, and only those: SET LOCAL in a
+    transaction (the caller's, under a savepoint, or one of its own), put back to the default
+    at the end (a savepoint's release keeps a SET LOCAL; its rollback, on an error, undoes it)."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        for name, value in settings.items():
+            cursor.execute(f"SET LOCAL {name} TO {value}")
+        yield
+        for name in settings:
+            cursor.execute(f"SET LOCAL {name} TO DEFAULT")
