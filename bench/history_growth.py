@@ -26,8 +26,9 @@ Then on the history database only:
 4. bytes per message (table + indexes; summed over partitions when partitioned) before and after
    personal-data removal (`personal_data_expire`, as of the day every history row is past its
    personal retention), after a VACUUM, and after a VACUUM FULL (what a rewrite would keep);
-5. expiring the oldest day while P0 accepts run at --rate: on the partitioned layout `manage.py
-   expire_data --as-of <the day past its metadata retention>` (partitions dropped), on the
+5. expiring the oldest day while P0 accepts run at --rate: on the partitioned layout the
+   partition holding it dropped as the hourly upkeep does (`history_expire` as of the day it is
+   past its metadata retention: `expire_data` without its personal-data step), on the
    unpartitioned one a DELETE of the day's rows (what exists: the "before" figure); its database
    time (each statement timed; pg_stat_statements too when the server preloads it), the P0 p99
    before / during it, and every backend seen waiting on a lock meanwhile.
@@ -82,6 +83,8 @@ def main() -> None:
     began, load_before = time.monotonic(), harness.loadavg()
     results: dict = {"args": vars(args), "started": datetime.now(UTC).isoformat(timespec="seconds"),
                      "loadavg_start": load_before, "rounds": {"empty": [], "history": []}}
+    settings = server_settings_apply(args.server_settings)
+    results["server_settings"] = settings
     try:
         for label in DATABASES:
             results[f"setup_{label}"] = setup_database(label, args)
@@ -94,6 +97,7 @@ def main() -> None:
         if not args.skip_expiry:
             results["expiry"] = child("expiry", "history", args)
     finally:
+        server_settings_reset(settings)
         forget_redis_keys()
         if not args.keep:
             for name in DATABASES.values():
@@ -104,6 +108,24 @@ def main() -> None:
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     (STATE_DIR / "result.json").write_text(json.dumps(results, indent=1, default=str))
     report(results)
+
+
+def server_settings_apply(spec: str) -> dict[str, str]:
+    """`name=value,...` set server-wide for this run (both databases alike); {name: value}."""
+    settings = dict(item.split("=", 1) for item in spec.split(",") if item)
+    for name, value in settings.items():
+        harness.server_statement(f"ALTER SYSTEM SET {name} = '{value}'")
+    if settings:
+        harness.server_statement("SELECT pg_reload_conf()")
+        print(f"server settings for this run: {settings}", flush=True)
+    return settings
+
+
+def server_settings_reset(settings: dict[str, str]) -> None:
+    for name in settings:
+        harness.server_statement(f"ALTER SYSTEM RESET {name}")
+    if settings:
+        harness.server_statement("SELECT pg_reload_conf()")
 
 
 def forget_redis_keys() -> None:
@@ -142,6 +164,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--no-vacuum-full", action="store_true")
     parser.add_argument("--expiry-seconds", type=float, default=40.0, help="P0 load around the expiry")
     parser.add_argument("--expiry-at", type=float, default=15.0, help="the expiry starts this far into it")
+    parser.add_argument("--server-settings", default="",
+                        help="PostgreSQL settings for the run, e.g. docs/operations.md's "
+                             "'max_wal_size=16GB,checkpoint_timeout=15min,wal_compression=lz4' "
+                             "(ALTER SYSTEM and a reload; reset at the end)")
     parser.add_argument("--skip-storage", action="store_true")
     parser.add_argument("--skip-expiry", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep both databases")
@@ -278,13 +304,15 @@ def load_history(args: argparse.Namespace, services: list) -> dict:
             cursor.execute(f"VACUUM (ANALYZE) {table}")
     vacuum_seconds = time.perf_counter() - began
     facts_seconds = write_facts(days)
+    counts_seconds = write_campaign_counts()
     fresh = table_sizes()  # before any round adds (and updates, with autovacuum off here) rows
     biggest = (EmailMessage.objects.filter(campaign_id=services[0].campaigns[days[-1]]).count())
     print(f"history loaded: {dict(totals)}; COPY {load_seconds:.0f} s, indexes {build_seconds:.0f} s, "
-          f"VACUUM {vacuum_seconds:.0f} s, facts {facts_seconds:.0f} s", flush=True)
+          f"VACUUM {vacuum_seconds:.0f} s, facts {facts_seconds:.0f} s, "
+          f"campaign counters and tallies {counts_seconds:.0f} s", flush=True)
     return {"days": days, "layout": layout, "rows": dict(totals), "copy_seconds": round(load_seconds),
             "index_seconds": round(build_seconds), "vacuum_seconds": round(vacuum_seconds),
-            "facts_seconds": round(facts_seconds),
+            "facts_seconds": round(facts_seconds), "campaign_counts_seconds": round(counts_seconds),
             "slowest_builds": sorted(built.items(), key=lambda kv: -kv[1])[:5],
             "history_campaign": services[0].campaigns[days[-1]], "history_campaign_rows": biggest,
             "fresh_sizes": fresh, "fresh_per_message": per_message(fresh)}
@@ -298,6 +326,18 @@ def write_facts(days: list[int]) -> float:
     began = time.perf_counter()
     for day in days:
         facts_write_day(rows.day_of_number(day))
+    return time.perf_counter() - began
+
+
+def write_campaign_counts() -> float:
+    """Each history campaign's event counters and minute tally, as the webhook batches would
+    have kept them (COPY wrote the events and marks past them): `recount_campaign`'s rebuild."""
+    from campaigns.models import Campaign
+    from feedback.services.counters import campaign_counters_recount
+
+    began = time.perf_counter()
+    for campaign_id in Campaign.objects.order_by("pk").values_list("pk", flat=True):
+        campaign_counters_recount(campaign_id=campaign_id)
     return time.perf_counter() - began
 
 
@@ -759,10 +799,10 @@ class StatementTimes:
 
 def role_expire(args: argparse.Namespace) -> None:
     harness.django_setup()
-    from django.core.management import call_command
     from django.db import connection
 
     from bench import history_rows as rows
+    from clients.history_expiry import history_expire
 
     times = StatementTimes()
     layout = "partitioned" if rows.is_partitioned(rows.MESSAGES) else "unpartitioned"
@@ -773,8 +813,12 @@ def role_expire(args: argparse.Namespace) -> None:
     began = time.perf_counter()
     with connection.execute_wrapper(times):
         if layout == "partitioned":
-            call_command("expire_data", "--as-of", as_of.isoformat())
-            what = f"manage.py expire_data --as-of {as_of.isoformat(timespec='seconds')}"
+            # What the hourly `delivery.partitions_upkeep` does (and `expire_data` after its
+            # personal-data step, which as of a day 90 days on would first strip every row
+            # still holding personal data: another measurement, the storage step's).
+            dropped = history_expire(as_of)
+            what = (f"history_expire({as_of.isoformat(timespec='seconds')}): "
+                    f"{', '.join(d.partition for d in dropped) or 'nothing'} dropped")
             db_s = sum(times.by_verb.values()) / 1000  # autocommit: each statement's commit is in it
         else:
             db_s = delete_day(args.day)
@@ -921,6 +965,7 @@ def report(results: dict) -> None:
         probe = last["stats_history_queries"]
         print(f"history campaign stats in-process: db p99 {probe['db_p99_ms']:.1f} ms, slowest query "
               f"{probe['slowest_query_p99_ms']:.1f} ms: {probe['slowest_query']}")
+    print(f"server settings for the run: {results.get('server_settings') or 'the server as it was'}")
     print(f"load average: start {results['loadavg_start']}, end {results['loadavg_end']}; "
           f"{results['seconds']} s in all")
 
