@@ -252,7 +252,10 @@ END $$""")
 
 
 def _copy_batch(cursor, spec: DayPartitioned, batch_size: int) -> int:
-    """Copy the next batch up to `copy_until`; the rows it read (0: done)."""
+    """Copy the next batch up to `copy_until`; the rows it read (0: done). An empty batch marks
+    the copy finished (`copied_through` = `copy_until`): the rows between the last one copied
+    and `copy_until` were deleted meanwhile (the trigger deleted their copies too), and the swap
+    takes only a finished copy."""
     with transaction.atomic():
         cursor.execute(
             f"""WITH batch AS (
@@ -260,9 +263,9 @@ def _copy_batch(cursor, spec: DayPartitioned, batch_size: int) -> int:
   WHERE s.table_name = %s AND o.id > s.copied_through AND o.id <= s.copy_until
   ORDER BY o.id LIMIT %s FOR KEY SHARE OF o
 ), written AS (INSERT INTO "{building_name(spec)}" SELECT * FROM batch ON CONFLICT DO NOTHING)
-UPDATE {STATE_TABLE} SET copied_through = (SELECT max(id) FROM batch),
+UPDATE {STATE_TABLE} SET copied_through = coalesce((SELECT max(id) FROM batch), copy_until, copied_through),
   copied_rows = copied_rows + (SELECT count(*) FROM batch), updated_at = now()
-WHERE table_name = %s AND EXISTS (SELECT 1 FROM batch) RETURNING (SELECT count(*) FROM batch)""",
+WHERE table_name = %s RETURNING (SELECT count(*) FROM batch)""",
             [spec.table, batch_size, spec.table])
         row = cursor.fetchone()
     return int(row[0]) if row else 0

@@ -365,6 +365,23 @@ def test_a_move_stopped_after_some_batches_or_right_after_its_prepare_finishes_w
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_move_whose_last_rows_were_deleted_meanwhile_still_swaps(existing_install):
+    """The app deleted the rows with the highest ids the copy was to reach: the copy is finished
+    when nothing is left up to them, not when it has seen the last id."""
+    _messages(TODAY - 2, 200, tag="bulk")
+    out = _partition_tables("--table", MESSAGES.table, "--batch-size", "50", "--max-batches", "2")
+    assert out.strip() == f"{MESSAGES.table}: stopped after 2 batches; run again to go on"
+    _sql(f"DELETE FROM {MESSAGES.table} WHERE id IN "
+         f"(SELECT id FROM {MESSAGES.table} ORDER BY id DESC LIMIT 60)")
+    before = _fingerprint(MESSAGES.table)
+
+    out = _partition_tables("--table", MESSAGES.table, "--batch-size", "50")
+
+    assert re.fullmatch(rf"{MESSAGES.table}: partitioned \(\d+ batches copied\)", out.strip()), out
+    assert _fingerprint(MESSAGES.table) == before
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_killed_move_is_taken_up_by_the_next_run_and_two_runs_never_overlap(existing_install, tmp_path):
     _messages(TODAY - 2, 600, tag="bulk")
     before = _fingerprint(MESSAGES.table)
