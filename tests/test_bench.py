@@ -164,6 +164,23 @@ def test_history_ids_carry_their_day():
         rows.day_id(day, 2**32)
 
 
+def _history_services(name: str, day: int, *, first_campaign: int) -> list:
+    """The generator's services (one per share of the mail), each with its templates, 20
+    contacts and a campaign id of `day`."""
+    from bench import history_rows as rows
+    from clients.services import service_create
+    from templates.services import template_create
+
+    services = []
+    for index in range(len(rows.SHARES)):
+        service, _ = service_create(name=f"{name}-{index}")
+        versions = [template_create(client=service, name=f"t{t}", subject="s", html_body="<p>x</p>").id
+                    for t in range(rows.TEMPLATES)]
+        services.append(rows.ServiceRows(service.pk, versions, rows.contacts_insert(service.pk, index, 20),
+                                         20, {day: first_campaign + index}))
+    return services
+
+
 def test_history_copy_writes_each_row_into_its_day(db):
     """A tiny day through the real COPY: every id names the UTC day of its row's time (messages
     and attempts: created, events: received, so a night's opens are the next day's), and what
@@ -171,17 +188,9 @@ def test_history_copy_writes_each_row_into_its_day(db):
     from django.db import connection
 
     from bench import history_rows as rows
-    from clients.services import service_create
-    from templates.services import template_create
 
     day = rows.day_number(timezone.now().date()) - 3
-    services = []
-    for index in range(len(rows.SHARES)):
-        service, _ = service_create(name=f"history-{index}")
-        versions = [template_create(client=service, name=f"t{t}", subject="s", html_body="<p>x</p>").id
-                    for t in range(rows.TEMPLATES)]
-        contact_low = rows.contacts_insert(service.pk, index, 20)
-        services.append(rows.ServiceRows(service.pk, versions, contact_low, 20, {day: 1000 + index}))
+    services = _history_services("history", day, first_campaign=1000)
     rows.ensure_history_partitions([day])  # the migration's current week may not hold it
     assert rows.ensure_history_partitions([day]) == []
     written = rows.copy_day(day, 200, 0.5, services, 3.0)
@@ -210,17 +219,9 @@ def test_history_days_past_the_personal_retention_hold_no_personal_data(db):
     from django.db import connection
 
     from bench import history_rows as rows
-    from clients.services import service_create
-    from templates.services import template_create
 
     day = rows.day_number(timezone.now().date()) - 10
-    services = []
-    for index in range(len(rows.SHARES)):
-        service, _ = service_create(name=f"scrubbed-{index}")
-        versions = [template_create(client=service, name=f"t{t}", subject="s", html_body="<p>x</p>").id
-                    for t in range(rows.TEMPLATES)]
-        services.append(rows.ServiceRows(service.pk, versions, rows.contacts_insert(service.pk, index, 20),
-                                         20, {day: 2000 + index}))
+    services = _history_services("scrubbed", day, first_campaign=2000)
     rows.ensure_history_partitions([day, day + 1])
     written = rows.copy_day(day, 500, 0.5, services, 3.0, scrubbed=True)
     assert written["delivery_emailmessage"] == 500 and written["feedback_emailevent"] > 1000

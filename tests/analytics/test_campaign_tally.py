@@ -23,6 +23,7 @@ from feedback.normalize import EventType as E
 from feedback.services.processing import events_process
 from feedback.services.tally import COUNTS_LOCK_NAMESPACE, campaign_tally_rebuild
 from tests.feedback.helpers import T0, campaign, event, sent_messages
+from tests.plans import statements_of
 
 pytestmark = pytest.mark.django_db
 MESSAGES = EmailMessage._meta.db_table
@@ -240,18 +241,6 @@ def test_a_rebuild_waits_for_a_batch_counting_the_campaign():
     assert campaign_tally_rebuild(c.id) == 0
 
 
-def _statements_of(call) -> list[tuple[str, object]]:
-    statements: list[tuple[str, object]] = []
-
-    def capture(execute, sql, params, many, context):
-        statements.append((sql, params))
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(capture):
-        call()
-    return statements
-
-
 @pytest.mark.parametrize(("interval", "since"), [("minute", None), ("hour", SINCE)])
 def test_the_stats_read_no_event_nor_mark_and_the_messages_once(interval, since):
     c = campaign()
@@ -264,7 +253,7 @@ def test_the_stats_read_no_event_nor_mark_and_the_messages_once(interval, since)
                        f"SELECT {c.id} + 1 + g / 3000, %s::timestamptz + (g %% 3000) * interval '1 minute', "
                        f"'sendgrid', 'opened', 1, 1 FROM generate_series(0, 29999) g", [T0])
         cursor.execute(f"ANALYZE {CampaignEventMinute._meta.db_table}")
-    statements = _statements_of(lambda: campaign_stats(campaign=c, interval=interval, since=since))
+    statements = statements_of(lambda: campaign_stats(campaign=c, interval=interval, since=since))
     plans = []
     with connection.cursor() as cursor:
         for sql, params in statements:
@@ -293,7 +282,7 @@ def test_the_messages_are_read_through_the_campaign_index_whatever_the_statistic
     sent_messages(16000, campaign_obj=others)
     with connection.cursor() as cursor:
         cursor.execute(f"ANALYZE {MESSAGES}")
-    statements = _statements_of(lambda: campaign_row_counts(campaign=c))
+    statements = statements_of(lambda: campaign_row_counts(campaign=c))
     read = next((sql, params) for sql, params in statements if sql.startswith("SELECT"))
     settings = [sql for sql, _ in statements if sql.startswith("SET LOCAL ") and "DEFAULT" not in sql]
     with connection.cursor() as cursor:

@@ -12,7 +12,7 @@ from django.utils import timezone
 from delivery.models import EmailMessage
 from delivery.services import ledger, sending
 from tests.factories import email_message, template_version
-from tests.plans import plan_sorts
+from tests.plans import plan_sorts, statements_of
 
 pytestmark = pytest.mark.django_db
 TABLE = EmailMessage._meta.db_table
@@ -58,21 +58,9 @@ def sent_rows_analyzed_while_claimed() -> None:
     _rows_behind_stale_statistics("SENT", analyzed_as="SENDING")
 
 
-def _statements_of(call) -> list[tuple[str, object]]:
-    statements: list[tuple[str, object]] = []
-
-    def capture(execute, sql, params, many, context):
-        statements.append((sql, params))
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(capture):
-        call()
-    return statements
-
-
 def _plans_of(call) -> list[str]:
     """EXPLAIN of every statement `call` runs (captured as it runs, then explained)."""
-    statements = _statements_of(call)
+    statements = statements_of(call)
     plans = []
     with connection.cursor() as cursor:
         cursor.execute(NOT_A_SMALL_TABLE)
@@ -86,7 +74,7 @@ def _plans_of(call) -> list[str]:
 def _plans_without_and_with_settings(call, keyword: str, *setup: str) -> tuple[str, str, str]:
     """The one `keyword` statement `call` runs and the planner settings given before it in the
     same query string: (the settings, its plan without them, its plan with them)."""
-    statements = [(sql, params) for sql, params in _statements_of(call) if keyword in sql]
+    statements = [(sql, params) for sql, params in statements_of(call) if keyword in sql]
     assert len(statements) == 1, statements
     settings, _, statement = statements[0][0].rpartition("; ")
     plans = []
