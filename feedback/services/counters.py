@@ -17,6 +17,7 @@ from django.db import connection, transaction
 from delivery.models import EmailMessage
 from feedback.models import CampaignEventCounter, MessageEventMark
 from feedback.services.tally import campaign_counts_lock, campaign_tally_refill
+from feedback.services.upserts import rows_add
 
 COUNTER_TABLE = CampaignEventCounter._meta.db_table
 COUNTED = ("delivered", "opened", "clicked", "bounced", "soft_bounced", "complained", "unsubscribed")
@@ -28,21 +29,8 @@ def campaign_counters_increment(*, new_marks: Iterable[tuple[int, str]]) -> int:
     for campaign_id, name in new_marks:
         if name in COUNTED:
             tally.setdefault(campaign_id, Counter())[name] += 1
-    if not tally:
-        return 0
-    params: list[object] = []
-    for campaign_id in sorted(tally):
-        params += [campaign_id, *(tally[campaign_id][name] for name in COUNTED)]
-    row = "(" + ", ".join(["%s"] * (len(COUNTED) + 1)) + ", CURRENT_TIMESTAMP)"
-    updates = ", ".join(f"{c} = {COUNTER_TABLE}.{c} + EXCLUDED.{c}" for c in COUNTED)
-    sql = (
-        f"INSERT INTO {COUNTER_TABLE} (campaign_id, {', '.join(COUNTED)}, updated_at) "
-        f"VALUES {', '.join([row] * len(tally))} "
-        f"ON CONFLICT (campaign_id) DO UPDATE SET {updates}, updated_at = EXCLUDED.updated_at"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-    return len(tally)
+    return rows_add(COUNTER_TABLE, key=("campaign_id",), added=COUNTED, stamp="updated_at",
+                    rows=[(c, *(tally[c][name] for name in COUNTED)) for c in sorted(tally)])
 
 
 def campaign_counters_compute(*, campaign_id: int) -> dict[str, int]:

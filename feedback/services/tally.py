@@ -22,6 +22,7 @@ from django.db import connection, transaction
 from delivery.models import EmailMessage
 from feedback.models import CampaignEventMinute, EmailEvent, MessageEventMark
 from feedback.services.events import StoredEvent
+from feedback.services.upserts import rows_add
 
 TALLY_TABLE = CampaignEventMinute._meta.db_table
 KEY = ("campaign_id", "minute", "provider", "kind")
@@ -79,21 +80,8 @@ def campaign_counts_lock(campaign_id: int) -> None:
 
 def campaign_tally_increment(tally: Tally) -> int:
     """Add a batch's tally (campaign_tally_of_batch); returns how many rows it touched."""
-    if not tally:
-        return 0
-    params: list[object] = []
-    for key in sorted(tally):
-        params += [*key, *tally[key]]
-    row = "(" + ", ".join(["%s"] * (len(KEY) + 2)) + ")"
-    sql = (
-        f"INSERT INTO {TALLY_TABLE} ({', '.join(KEY)}, events, firsts) "
-        f"VALUES {', '.join([row] * len(tally))} "
-        f"ON CONFLICT ({', '.join(KEY)}) DO UPDATE SET events = {TALLY_TABLE}.events + EXCLUDED.events, "
-        f"firsts = {TALLY_TABLE}.firsts + EXCLUDED.firsts"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-    return len(tally)
+    return rows_add(TALLY_TABLE, key=KEY, added=("events", "firsts"),
+                    rows=[(*key, *tally[key]) for key in sorted(tally)])
 
 
 # One campaign's tally from its rows. Its messages come from the campaign index, sorted by id,
