@@ -157,8 +157,9 @@ class CampaignStatsApi(APIView):
         """Delivery and engagement counts, rates, per provider and over time."""
         params = self.InputSerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
-        campaign = owned_or_404(Campaign.objects.all(), request.user, message="No such campaign.",
-                                pk=campaign_id)
+        # With its service: the stats read its retention (analytics.horizon), one query fewer.
+        campaign = owned_or_404(Campaign.objects.select_related("client"), request.user,
+                                message="No such campaign.", pk=campaign_id)
         return Response(campaign_stats(campaign=campaign, **params.validated_data))
 
 

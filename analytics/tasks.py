@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from analytics.selectors.overview import live_minutes_keep
 from analytics.services.facts import facts_write_recent
 
 
@@ -14,3 +15,13 @@ from analytics.services.facts import facts_write_recent
 def write_facts() -> list[str]:
     return [f"{w.day}: {w.rows} rows" + (" (skipped: rows gone)" if w.skipped else "")
             for w in facts_write_recent()]
+
+
+# Beat, every minute (migration 0003): counts the minutes of the live series (sends, webhook events,
+# provider calls) that settled since the last run and keeps them (decisions 135 and 138), so the
+# first dashboard opened after a quiet hour reads kept minutes instead of counting the hour
+# (136-193 ms for 200,000 sends). It counts only the settled minutes not kept yet: usually one
+# minute of each. Its answer is the number of minutes kept per series.
+@shared_task(name="analytics.keep_throughput_minutes", ignore_result=True)
+def keep_throughput_minutes() -> dict[str, int]:
+    return live_minutes_keep()

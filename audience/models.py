@@ -7,8 +7,11 @@ neither owns them. Emails are stored lower-cased so joins on them are exact.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from django.db import models
 from django.db.models import Q
+from django.db.models.deletion import CASCADE, SET_NULL, Collector
 
 
 class Stream(models.TextChoices):
@@ -88,6 +91,21 @@ class Segment(models.Model):
         return self.name
 
 
+def suppressions_on_service_delete(collector: Collector, field: models.Field, sub_objs: Iterable,
+                                   using: str) -> None:
+    """A deleted service's suppressions: its broadcast unsubscribes go with it (they stop only
+    its mail, and the check constraint wants their service), every all-streams one stays (a
+    bounce or a complaint protects the sender's reputation whoever caused it), with no service."""
+    if isinstance(sub_objs, models.QuerySet):  # the collector's usual case: two statements, no rows read
+        broadcast, kept = (sub_objs.filter(scope=Suppression.Scope.BROADCAST),
+                           sub_objs.exclude(scope=Suppression.Scope.BROADCAST))
+    else:
+        broadcast = [row for row in sub_objs if row.scope == Suppression.Scope.BROADCAST]
+        kept = [row for row in sub_objs if row.scope != Suppression.Scope.BROADCAST]
+    CASCADE(collector, field, broadcast, using)
+    SET_NULL(collector, field, kept, using)
+
+
 class Suppression(models.Model):
     """An address we must not mail (until an operator removes it), in a scope.
 
@@ -118,8 +136,8 @@ class Suppression(models.Model):
     # and a live suppression never stops a test send (the test key's data is its own).
     sandbox = models.BooleanField(default=False, db_default=False)
     source = models.CharField(max_length=100, blank=True, default="")
-    client = models.ForeignKey("clients.Service", null=True, blank=True, on_delete=models.SET_NULL,
-                               related_name="+", db_index=False)
+    client = models.ForeignKey("clients.Service", null=True, blank=True,
+                               on_delete=suppressions_on_service_delete, related_name="+", db_index=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

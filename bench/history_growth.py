@@ -1,7 +1,12 @@
 """Growth in numbers (issue 30): what a month of history costs the live path.
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres REDIS_URL=redis://127.0.0.1:6379/13 \
+    bench/production_server.sh start var/pg-production 5441   # docs/operations.md's settings
+    DATABASE_URL=postgres://postgres@127.0.0.1:5441/postgres REDIS_URL=redis://127.0.0.1:6379/13 \
         .venv/bin/python bench/history_growth.py --messages 30000000 --events-per-message 3 [--keep | --reuse]
+
+Any server will do; the issue's figures come from one configured as a production install is
+(decision 131: 6 GB of shared buffers, autovacuum, WAL sized and compressed), not from the
+defaults a test server starts with.
 
 Two scratch databases on DATABASE_URL's server, migrated alike (4 services, their templates and
 contacts, the campaign's list): `notifier_growth_empty` and `notifier_growth_history`, which also
@@ -21,7 +26,9 @@ worker-p3, worker-ops) against Postfix's smtp-sink:
    between 5% and 95% of the audience (bench/campaign_send.py's figure);
 3. GET /api/v1/campaigns/{id}/stats, --stats-requests times, on the campaign just sent and (history)
    on a month-old-to-yesterday history campaign; and the dashboard's data (`dashboard_data`) with
-   its caches off, --dashboard-runs times: the database time of each refresh and its slowest query.
+   Django's caches off, --dashboard-runs times: the database time of each refresh and its slowest
+   query, over all runs, for the first (the throughput's kept minutes forgotten before it: it
+   counts the whole hour, decision 135) and over the repeated ones (they count the open minutes).
 Then on the history database only:
 4. bytes per message (table + indexes; summed over partitions when partitioned) before and after
    personal-data removal (`personal_data_expire`, as of the day every history row is past its
@@ -162,6 +169,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--scrub-seconds", type=float, default=4 * 3600.0,
                         help="bound of the personal-data removal (bytes after are then partial)")
     parser.add_argument("--no-vacuum-full", action="store_true")
+    parser.add_argument("--no-prewarm", action="store_true",
+                        help="measure each round with the current week's indexes as the buffers hold "
+                             "them (cold after a restart) instead of read into them first")
     parser.add_argument("--expiry-seconds", type=float, default=40.0, help="P0 load around the expiry")
     parser.add_argument("--expiry-at", type=float, default=15.0, help="the expiry starts this far into it")
     parser.add_argument("--server-settings", default="",
@@ -224,7 +234,8 @@ def forwarded(args: argparse.Namespace) -> list[str]:
              "rate", "p0_seconds", "connections", "campaign_recipients", "campaign_timeout", "stats_requests",
              "dashboard_runs", "scrub_seconds", "expiry_seconds", "expiry_at")
     flags = [f"--{name.replace('_', '-')}={getattr(args, name)}" for name in names]
-    return flags + (["--no-vacuum-full"] if args.no_vacuum_full else [])
+    return (flags + (["--no-vacuum-full"] if args.no_vacuum_full else [])
+            + (["--no-prewarm"] if args.no_prewarm else []))
 
 
 def emit(result: dict) -> None:
@@ -447,18 +458,34 @@ def wal_since(lsn: str) -> int:
     return int(harness.sql("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s::pg_lsn)", [lsn])[0][0])
 
 
+def blocks() -> tuple[int, int]:
+    """This database's (blocks read from outside shared buffers, blocks found in them) so far."""
+    read, hit = harness.sql("SELECT blks_read, blks_hit FROM pg_stat_database "
+                            "WHERE datname = current_database()")[0]
+    return int(read), int(hit)
+
+
+def blocks_since(before: tuple[int, int], per: int) -> dict[str, float]:
+    """Blocks read (the page cache or the disk) and found, per request or message, since `before`
+    (approximate: a busy backend flushes its counters every second, an idle one within 10 s)."""
+    read, hit = blocks()
+    return {"blocks_read_per": (read - before[0]) / max(1, per),
+            "blocks_hit_per": (hit - before[1]) / max(1, per)}
+
+
 def p0_phase(stack: Stack, state: dict, args: argparse.Namespace, seed: int) -> dict:
     rng = random.Random(seed)
     warm = poisson_offsets(args.rate / 2, WARM_SECONDS, rng)
     offered_load(stack.port, state["key"], warm, args.connections, "warm")
     drain_critical(60)
-    lsn = wal_lsn()
+    lsn, blocks_before = wal_lsn(), blocks()
     results = offered_load(stack.port, state["key"], poisson_offsets(args.rate, args.p0_seconds, rng),
                            args.connections, f"r{seed}")
     figures = latency_figures(results)
     figures["wal_bytes_per_request"] = wal_since(lsn) / max(1, figures["requests"])
     figures["loadavg"] = harness.loadavg()
     drain_critical(60)
+    figures.update(blocks_since(blocks_before, figures["requests"]))
     return figures
 
 
@@ -481,7 +508,7 @@ def campaign_phase(state: dict, args: argparse.Namespace) -> dict:
     from campaigns.services.launch import campaign_launch
 
     n = args.campaign_recipients
-    lsn = wal_lsn()
+    lsn, blocks_before = wal_lsn(), blocks()
     began = time.perf_counter()
     definition = {"template_id": state["campaign_template"], "priority": "low",
                   "recipients": {"type": "list", "list_id": state["campaign_list"]}}
@@ -498,7 +525,8 @@ def campaign_phase(state: dict, args: argparse.Namespace) -> dict:
     rate = (high[1] - low[1]) / max(high[0] - low[0], 1e-6)
     return {"campaign": campaign.pk, "status": campaign.status, "sent": samples[-1][1],
             "rate_per_s": rate, "end_to_end_s": samples[-1][0],
-            "wal_bytes_per_message": wal_since(lsn) / max(1, samples[-1][1]), "loadavg": harness.loadavg()}
+            "wal_bytes_per_message": wal_since(lsn) / max(1, samples[-1][1]), "loadavg": harness.loadavg(),
+            **blocks_since(blocks_before, samples[-1][1])}
 
 
 def stats_phase(stack: Stack, state: dict, campaign_id: int, requests_count: int) -> dict:
@@ -518,14 +546,18 @@ def stats_phase(stack: Stack, state: dict, campaign_id: int, requests_count: int
             "p99_ms": harness.percentile(latencies, 0.99), "max_ms": max(latencies)}
 
 
-def queries_probe(call, runs: int) -> dict:
-    """`call()` `runs` times with the caches off: the wall time and the database time of each
+def queries_probe(call, runs: int, *, first=None) -> dict:
+    """`call()` `runs` times with Django's caches off: the wall time and the database time of each
     call (its queries' own times, as Django's debug cursor records them), and the slowest query
-    by its place in the call (the same call runs the same queries)."""
+    by its place in the call (the same call runs the same queries). `first()`, if given, runs
+    ahead of the first call (untimed); the first call's figures and the repeated calls' p99 are
+    given apart too (a repeated call may read what the first kept)."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext, override_settings
 
     walls, totals, by_place = [], [], {}
+    if first is not None:
+        first()
     with override_settings(CACHES={"default": {"BACKEND": "django.core.cache.backends.dummy.DummyCache"}}):
         for _ in range(runs):
             with CaptureQueriesContext(connection) as captured:
@@ -537,20 +569,29 @@ def queries_probe(call, runs: int) -> dict:
             for place, query in enumerate(captured.captured_queries):
                 by_place.setdefault(place, [query["sql"][:160], []])[1].append(times[place])
     slowest = max(by_place.values(), key=lambda item: harness.percentile(item[1], 0.99))
+    repeated = totals[1:] or totals
     return {"runs": runs, "queries": len(by_place), "wall_p50_ms": harness.percentile(walls, 0.5),
             "wall_p99_ms": harness.percentile(walls, 0.99), "db_p50_ms": harness.percentile(totals, 0.5),
             "db_p99_ms": harness.percentile(totals, 0.99),
-            "slowest_query_p99_ms": harness.percentile(slowest[1], 0.99), "slowest_query": slowest[0]}
+            "slowest_query_p99_ms": harness.percentile(slowest[1], 0.99), "slowest_query": slowest[0],
+            "first_wall_ms": walls[0], "first_db_ms": totals[0],
+            "first_slowest_query_ms": max(times[0] for _, times in by_place.values()),
+            "repeated_db_p99_ms": harness.percentile(repeated, 0.99),
+            "repeated_slowest_query_p99_ms": max(
+                harness.percentile(times[1:] or times, 0.99) for _, times in by_place.values())}
 
 
 def role_round(args: argparse.Namespace) -> None:
     harness.django_setup()
     from analytics.dashboard.selectors import dashboard_data
     from analytics.selectors.campaign_stats import campaign_stats
+    from analytics.selectors.overview import live_minutes_forget, live_minutes_keep
     from campaigns.models import Campaign
 
     state = json.loads((STATE_DIR / f"{args.database}.json").read_text())
     result: dict = {"database": args.database, "round": args.round, "loadavg_start": harness.loadavg()}
+    if not args.no_prewarm:
+        result["prewarmed_mb"] = prewarm_current_indexes()
     with Stack(STACK, args.database) as stack:
         result["p0"] = p0_phase(stack, state, args, seed=args.round)
         result["campaign"] = campaign_phase(state, args)
@@ -562,9 +603,39 @@ def role_round(args: argparse.Namespace) -> None:
             result["stats_history_queries"] = queries_probe(lambda: campaign_stats(campaign=old), 5)
         new = Campaign.objects.get(pk=result["campaign"]["campaign"])
         result["stats_new_queries"] = queries_probe(lambda: campaign_stats(campaign=new), 5)
-        result["dashboard"] = queries_probe(dashboard_data, args.dashboard_runs)
+        # As a running install refreshes it: the beat has kept the settled minutes (it runs every
+        # minute; this is its task), the workers counted the open ones live (decision 138).
+        result["dashboard"] = queries_probe(dashboard_data, args.dashboard_runs, first=live_minutes_keep)
+        # After Redis lost its keys: every figure counted in the database once (then kept).
+        result["dashboard_cold"] = queries_probe(dashboard_data, 1, first=live_minutes_forget)
     result["loadavg_end"] = harness.loadavg()
     emit(result)
+
+
+def prewarm_current_indexes() -> float:
+    """Reads the indexes of the partitions today's rows go to into shared buffers (pg_prewarm);
+    their megabytes. A server that has been running holds them there: every accept and send
+    writes to them, the random-key ones (the recipient's) anywhere. The rounds follow a restart
+    (pg_stat_statements is preloaded), which leaves them on disk, and a round's first accepts
+    read them one page each (0.9 block reads per accept in the 12-06 rounds): a cold start,
+    not the cost of the history. Both databases alike; nothing on an unpartitioned layout."""
+    from django.db import connection
+
+    from bench import history_rows as rows
+    from core.partitions.catalog import partitions_of
+    from core.partitions.spec import day_floor, day_number
+
+    today = day_floor(day_number(datetime.now(UTC)))
+    blocks = 0
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
+        for table in rows.TABLES:
+            for part in partitions_of(cursor, table):
+                if (part.lower is None or part.lower <= today) and today < part.upper:
+                    cursor.execute("SELECT coalesce(sum(pg_prewarm(indexrelid)), 0) FROM pg_index "
+                                   "WHERE indrelid = to_regclass(%s)", [part.name])
+                    blocks += int(cursor.fetchone()[0])
+    return round(blocks * 8192 / 2**20, 1)
 
 
 # --- storage: bytes per message, personal-data removal ------------------------------------------
@@ -658,12 +729,18 @@ def forget_live_rows(days: list[int]) -> int:
 # --- expiring a day -------------------------------------------------------------------------------
 
 
+EXPIRY_APPLICATION = "history-growth-expiry"  # the expiry's connection, set through libpq's PGAPPNAME
+
+
 class LockWaits:
-    """Every 20 ms, the backends of this database waiting on a lock, and who blocks them."""
+    """Every 20 ms, the backends of this database waiting on a lock, the expiry's own apart:
+    `DETACH .. CONCURRENTLY` waits by design for the transactions that began before it (their
+    virtualxid locks); what must never wait is any other backend (a send)."""
 
     def __init__(self) -> None:
         self.samples = 0
         self.waiting_samples = 0
+        self.expiry_waiting_samples = 0
         self.max_waiting = 0
         self.seen: Counter = Counter()
         self._stop = threading.Event()
@@ -684,17 +761,20 @@ class LockWaits:
             while not self._stop.wait(0.02):
                 rows = harness.sql(
                     "SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 90), wait_event, "
-                    "cardinality(pg_blocking_pids(pid)) FROM pg_stat_activity "
-                    "WHERE datname = current_database() AND wait_event_type = 'Lock'")
+                    "application_name = %s FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND wait_event_type = 'Lock'", [EXPIRY_APPLICATION])
+                others = [row for row in rows if not row[2]]
                 self.samples += 1
-                self.waiting_samples += bool(rows)
-                self.max_waiting = max(self.max_waiting, len(rows))
-                self.seen.update(f"{query} [{event}]" for query, event, _ in rows)
+                self.waiting_samples += bool(others)
+                self.expiry_waiting_samples += len(others) < len(rows)
+                self.max_waiting = max(self.max_waiting, len(others))
+                self.seen.update(f"{'expiry: ' * own}{query} [{event}]" for query, event, own in rows)
         finally:
             connection.close()
 
     def figures(self) -> dict:
         return {"samples": self.samples, "samples_with_waiters": self.waiting_samples,
+                "samples_with_the_expiry_waiting": self.expiry_waiting_samples,
                 "max_waiting": self.max_waiting, "waiting": self.seen.most_common(5)}
 
 
@@ -755,7 +835,8 @@ class Expirer:
     def __init__(self, args: argparse.Namespace, day: int) -> None:
         argv = [harness.PY, str(Path(__file__).resolve()), "--role", "expire", "--database", "history",
                 f"--day={day}"]
-        self.process = subprocess.Popen(argv, env=dict(os.environ), cwd=harness.ROOT, stdin=subprocess.PIPE,
+        env = {**os.environ, "PGAPPNAME": EXPIRY_APPLICATION}
+        self.process = subprocess.Popen(argv, env=env, cwd=harness.ROOT, stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, text=True)
         self.timeout = args.child_timeout
 
@@ -886,6 +967,21 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+DASHBOARD_FIGURES = (
+    ("dashboard refresh, database time p99 (Django caches off)", ("dashboard", "db_p99_ms")),
+    ("dashboard, slowest query p99", ("dashboard", "slowest_query_p99_ms")),
+    # The first call after the beat's keep, then the repeated refreshes (decisions 135, 138).
+    ("dashboard, first call: database time", ("dashboard", "first_db_ms")),
+    ("dashboard, first call: its slowest query", ("dashboard", "first_slowest_query_ms")),
+    ("dashboard, repeated refreshes: database time p99", ("dashboard", "repeated_db_p99_ms")),
+    ("dashboard, repeated refreshes: slowest query p99", ("dashboard", "repeated_slowest_query_p99_ms")),
+    # One call with no kept minute and no live count (Redis lost its keys): the live series' whole
+    # windows counted in the database.
+    ("dashboard after a Redis loss: database time", ("dashboard_cold", "first_db_ms")),
+    ("dashboard after a Redis loss: its slowest query", ("dashboard_cold", "first_slowest_query_ms")),
+)
+
+
 def report(results: dict) -> None:
     rounds, args = results["rounds"], results["args"]
     setup = results["setup_history"]
@@ -914,9 +1010,7 @@ def report(results: dict) -> None:
     re, rh, rs = both("campaign", "rate_per_s")
     lines.append((f"campaign rate to smtp-sink, {args['campaign_recipients']:,} recipients ({rs})",
                   f"{re:,.0f}/s", f"{rh:,.0f}/s", "history >= 0.90 x empty", verdict(rh >= 0.9 * re)))
-    for name, path in (("dashboard refresh, database time p99 (caches off)", ("dashboard", "db_p99_ms")),
-                       ("dashboard, slowest query p99", ("dashboard", "slowest_query_p99_ms")),
-                       ("stats p99, the campaign just sent", ("stats_new", "p99_ms"))):
+    for name, path in (*DASHBOARD_FIGURES, ("stats p99, the campaign just sent", ("stats_new", "p99_ms"))):
         e, h, s = both(*path)
         lines.append((f"{name} ({s})", f"{e:.1f} ms", f"{h:.1f} ms", "< 200 ms", verdict(max(e, h) < 200)))
     h = median(figure("history", "stats_history", "p99_ms"))
@@ -929,9 +1023,12 @@ def report(results: dict) -> None:
                       f"[{expiry['layout']}: {expire['what']}]", "-", f"{expire['db_s']:.2f} s", "< 1 s",
                       verdict(expire["db_s"] < 1.0)))
         waits = expiry["lock_waits"]
-        lines.append((f"backends waiting on a lock during it ({waits['samples']} samples of 20 ms)", "-",
+        sampled = f"{waits['samples']} samples of 20 ms"
+        lines.append((f"other backends waiting on a lock during it ({sampled})", "-",
                       f"{waits['samples_with_waiters']} samples, max {waits['max_waiting']}", "0",
                       verdict(waits["samples_with_waiters"] == 0)))
+        lines.append(("the expiry itself waiting (DETACH CONCURRENTLY on older transactions)", "-",
+                      f"{waits.get('samples_with_the_expiry_waiting', '-')} samples", "", ""))
         lines.append(("P0 p99 before / during the expiry (due within it + 1 s)", "-",
                       f"{expiry['p0_before'].get('p99_ms', 0):.1f} / "
                       f"{expiry['p0_during'].get('p99_ms', 0):.1f} ms "
@@ -950,6 +1047,11 @@ def report(results: dict) -> None:
     lines.append(("WAL bytes per P0 request (cluster-wide)", f"{we:,.0f}", f"{wh:,.0f}", "", ""))
     we, wh, _ = both("campaign", "wal_bytes_per_message")
     lines.append(("WAL bytes per campaign message (cluster-wide)", f"{we:,.0f}", f"{wh:,.0f}", "", ""))
+    for phase, per in (("p0", "P0 request"), ("campaign", "campaign message")):
+        read_e, read_h, _ = both(phase, "blocks_read_per")
+        hit_e, hit_h, _ = both(phase, "blocks_hit_per")
+        lines.append((f"blocks per {per}: read outside shared buffers / found in them (the database's)",
+                      f"{read_e:,.1f} / {hit_e:,.1f}", f"{read_h:,.1f} / {hit_h:,.1f}", "", ""))
     print()
     print(f"layout: {setup.get('layout')}; history {setup.get('rows')} over {args['days']} days; "
           f"COPY {setup.get('copy_seconds')} s, indexes {setup.get('index_seconds')} s, "
@@ -961,6 +1063,7 @@ def report(results: dict) -> None:
     last = rounds["history"][-1] if rounds["history"] else {}
     if last:
         print(f"slowest dashboard query (history, last round): {last['dashboard']['slowest_query']}")
+        print(f"after a Redis loss: {last['dashboard_cold']['slowest_query']}")
     if last.get("stats_history_queries"):
         probe = last["stats_history_queries"]
         print(f"history campaign stats in-process: db p99 {probe['db_p99_ms']:.1f} ms, slowest query "

@@ -46,7 +46,7 @@ DAYS = 90
 CHUNK = 1_000_000
 # Built after the load by the migrations' own definitions; 0017-0018's set is built later (A/B).
 LOG_INDEXES = ("msg_client_created_idx", "msg_client_recipient_idx", "msg_metadata_idx",
-               "msg_campaign_log_idx")
+               "msg_campaign_cover_idx")
 # Template share by g % 100 (t0 40% ... t9 1%); status by g*31 % 1000.
 TEMPLATE_CASE = ("CASE WHEN g%100<40 THEN 0 WHEN g%100<60 THEN 1 WHEN g%100<70 THEN 2 WHEN g%100<78 "
                  "THEN 3 WHEN g%100<85 THEN 4 WHEN g%100<90 THEN 5 WHEN g%100<94 THEN 6 WHEN g%100<97 "

@@ -50,7 +50,8 @@ class CampaignAdmin(admin.ModelAdmin):
     raw_id_fields = ["template_version", "client"]
     actions = [pause, resume, cancel]
     readonly_fields = ["progress", "status", "fanout_cursor", "fanout_done", "excluded_count",
-                       "audience_size", "started_at", "completed_at", "audience_summary"]
+                       "audience_size", "started_at", "completed_at", "audience_summary",
+                       "personal_data_removed_at"]
     exclude = ["audience"]
 
     @admin.display(description="Per-status counts")
@@ -71,7 +72,11 @@ class CampaignAdmin(admin.ModelAdmin):
         audience = dict(campaign.audience or {})
         owner = _client_name(audience.pop("client_id", None))
         kind = audience.get("type", "")
-        if kind == "inline":
+        if kind == "inline" and campaign.personal_data_removed_at:
+            # Its rows were removed after the retention (decision 130); the count stays.
+            removed = campaign.personal_data_removed_at.date().isoformat()
+            what = f"inline: {audience.get('count', 0)} contacts (addresses removed {removed})"
+        elif kind == "inline":
             what = f"inline: {len(audience.get('contacts', []))} contacts"
         else:
             what = ", ".join(f"{k}={v}" for k, v in audience.items() if k not in ("definition", "contacts"))

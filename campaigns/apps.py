@@ -62,3 +62,12 @@ class CampaignsConfig(AppConfig):
         from clients.retention import register_pending_horizon
 
         register_pending_horizon(campaigns_pending_until)
+
+        # An ended inline campaign's addresses after its service's broadcast retention (decision
+        # 130): last (order 50), after the messages (10) that hold the same addresses in far
+        # more rows; it depends on no other step's rows, and costs one index probe a sweep when
+        # nothing is due.
+        from campaigns.personal_data import campaign_audiences_personal_data_step
+        from clients.personal_data import register_personal_data_step
+
+        register_personal_data_step("campaign_audiences", campaign_audiences_personal_data_step, order=50)

@@ -9,9 +9,17 @@ many recipients the fan-out resolves the audience to, the denominator of every p
 from __future__ import annotations
 
 from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Coalesce
 
 from clients.key_types import KeyType
 from core.priorities import Priority
+
+# A campaign in one of these never fans out again: nothing resumes, cancels or fails it
+# (campaigns.services.lifecycle; the fan-out's `_start` returns at once for them).
+ENDED_STATUSES = ("COMPLETED", "CANCELLED", "FAILED")
+# What the personal-data removal of campaigns picks (decision 130): its partial index's predicate.
+PERSONAL_DUE = Q(personal_data_removed_at__isnull=True, status__in=ENDED_STATUSES, audience__type="inline")
 
 
 class Campaign(models.Model):
@@ -62,8 +70,17 @@ class Campaign(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
+    # When an ended inline campaign's addresses were removed from `audience` after its service's
+    # broadcast personal-data retention (decision 130); NULL: never (or not inline).
+    personal_data_removed_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
+        indexes = [
+            # The ended inline campaigns still holding their addresses, by end (decision 130):
+            # a scrubbed campaign leaves it, so the removal walks only what is left to do.
+            models.Index(Coalesce("completed_at", "created_at"), "id", name="campaign_personal_due_idx",
+                         condition=PERSONAL_DUE),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["client", "external_id"],

@@ -2,11 +2,14 @@
 
 The policy is clients' (clients/retention.py); the rows are other apps': each registers a step
 from its `AppConfig.ready()` (delivery: the messages and what hangs off them; eventlog: the
-service event log; feedback: ESP events no message batch reached, webhook bodies). A step is
+service event log; feedback: ESP events no message batch reached, webhook bodies; campaigns: an
+ended campaign's inline recipients, decision 130; scheduling: a cancelled schedule's, decision
+132). A step is
 `f(run) -> {what: rows}`: it removes (or, on a dry run, counts) what is due under `run`'s
 policies, in batches of `run.batch_size`, one transaction each, and stops when `run` is out of
 time. Every step is resumable: a batch commits whole, and what is done is either out of the
-rows it selects (a scrubbed message leaves its partial index) or behind a `RetentionMark`.
+rows it selects (a scrubbed message or campaign leaves its partial index) or behind a
+`RetentionMark`.
 
 Two callers: the scheduler's lock holder (`personal_data_sweep`, registered by scheduling: at
 most once a minute, every few seconds while a backlog lasts, at most SWEEP_STEP_SECONDS each)
@@ -21,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.db import connection, transaction
 from django.utils import timezone
 
 from clients.models import RetentionMark, Service
@@ -119,6 +123,81 @@ def personal_data_sweep() -> None:
         _sweep_throttle.due_within(BACKLOG_EVERY_SECONDS)
     if any(done.values()):
         logger.info("personal data removed: %s", ", ".join(f"{k} {v}" for k, v in done.items() if v))
+
+
+# --- A step over a small table: pick due rows by their service's cutoff, strip them ------------
+
+def stream_cutoffs(run: ExpireRun, stream: str) -> list[object]:
+    """The parameters of a pick over one stream's policies: each known service's id and cutoff
+    (two arrays, for an `unnest` join), the latest cutoff of all (the due index's range), and the
+    defaults' (rows whose service was deleted)."""
+    policies = [policy for policy in run.policies if policy.stream == stream]
+    known = [policy for policy in policies if policy.service_id is not None]
+    defaults = next(p for p in policies if p.service_id is None).cutoff(run.as_of)
+    latest = max(policy.cutoff(run.as_of) for policy in policies)
+    return [[p.service_id for p in known], [p.cutoff(run.as_of) for p in known], latest, defaults]
+
+
+@dataclass(frozen=True)
+class PickAndStrip:
+    """A registered step over a small table (decisions 130, 132): the rows of `table` (as
+    `alias`) that `due` picks (its due index's predicate, as the index has it, so the planner
+    reads it) whose `end` is before their service's cutoff for `stream` (a deleted service's
+    rows: the defaults'; a service created after the run read its policies: the next run), oldest
+    first; `strip` (a SET list whose one placeholder is the ids' list) must take a row out of
+    `due`. Batch after batch, one transaction each, until one comes back short or the run is out
+    of time; counted, not changed, on a dry run. {what: rows}."""
+
+    what: str
+    stream: str
+    table: str
+    alias: str
+    due: str
+    end: str
+    strip: str
+
+    @property
+    def _rows(self) -> str:
+        # unnest: each row against its own service's cutoff, one statement however many services.
+        a = self.alias
+        return (f"FROM {self.table} {a} LEFT JOIN unnest(%s::text[], %s::timestamptz[]) AS p(service_id, "
+                f"before) ON p.service_id = {a}.client_id WHERE {self.due} AND {self.end} < %s "
+                f"AND {self.end} < CASE WHEN {a}.client_id IS NULL THEN %s::timestamptz ELSE p.before END")
+
+    @property
+    def pick_sql(self) -> str:
+        return (f"SELECT {self.alias}.id {self._rows} ORDER BY {self.end}, {self.alias}.id LIMIT %s "
+                f"FOR UPDATE OF {self.alias} SKIP LOCKED")
+
+    @property
+    def count_sql(self) -> str:
+        return f"SELECT count(*) {self._rows}"
+
+    @property
+    def strip_sql(self) -> str:
+        return f"UPDATE {self.table} SET personal_data_removed_at = %s, {self.strip} WHERE id = ANY(%s)"
+
+    def __call__(self, run: ExpireRun) -> dict[str, int]:
+        params = stream_cutoffs(run, self.stream)
+        if run.dry_run:
+            with connection.cursor() as cursor:
+                cursor.execute(self.count_sql, params)
+                return {self.what: cursor.fetchone()[0]}
+        removed = 0
+        while not run.out_of_time():
+            taken = self._batch(params, run.batch_size)
+            removed += taken
+            if taken < run.batch_size:
+                break
+        return {self.what: removed}
+
+    def _batch(self, params: list[object], limit: int) -> int:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(self.pick_sql, [*params, limit])
+            ids = [row[0] for row in cursor.fetchall()]
+            if ids:
+                cursor.execute(self.strip_sql, [timezone.now(), ids])
+        return len(ids)
 
 
 # --- Where a walk over an append-only table stands ---------------------------------------------

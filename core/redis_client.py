@@ -61,6 +61,17 @@ a new family is added here in the same commit (tests/test_docs_truth.py reads ev
     Analytics
     notifier:analytics:workers                          string JSON: cached `celery inspect`
                                                         (analytics/selectors/queues.py)
+    notifier:analytics:<series>:<minute epoch>          string JSON {name: count}: a settled
+                                                        minute of a live series (throughput:
+                                                        sends per priority, events: webhook
+                                                        events per type, provider_calls),
+                                                        TTL window + 5 min
+                                                        (analytics/selectors/kept_minutes.py)
+    Live counts (any writer)
+    notifier:live:<series>:<minute epoch>               hash {name: count}, HINCRBY after each
+                                                        writer's commit: an open minute's counts
+                                                        of the same series, TTL 5 min
+                                                        (core/live_counts.py)
     Feedback
     notifier:feedback:webhook-task-scheduled            string, SET NX with TTL: one pending
                                                         webhook task (feedback/services/drain.py)

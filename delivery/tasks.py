@@ -10,6 +10,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from clients.history_expiry import history_expire
+from core import live_counts
+from core.live_counts import live_counts_add
 from core.partitions.upkeep import partitions_ahead
 from core.priorities import Priority
 from delivery.services.dispatch import messages_enqueue
@@ -71,6 +73,7 @@ def send_batch(self, message_ids: list[int], priority: int, attempt: int = 0, pi
         report = message_batch_send(message_ids=message_ids, token=self.request.id,
                                     priority=priority, pinned=pinned)
     _follow_up(report, priority, attempt, pinned)
+    live_counts_add(live_counts.SENDS, {Priority(priority).label: report.live_sent})
     return (f"sent={report.sent} failed={report.failed} retry={len(report.retry_ids)} "
             f"deferred={len(report.deferred_ids)} dead={report.dead_lettered}")
 

@@ -213,6 +213,8 @@ MAILGUN_MAX_REQUEST_BYTES = env.int("NOTIFIER_MAILGUN_MAX_REQUEST_BYTES", defaul
 ESP_CONNECT_TIMEOUT_SECONDS = env.float("NOTIFIER_ESP_CONNECT_TIMEOUT_SECONDS", default=3.0)
 ESP_READ_TIMEOUT_SECONDS = env.float("NOTIFIER_ESP_READ_TIMEOUT_SECONDS", default=15.0)
 ESP_POOL_SIZE = env.int("NOTIFIER_ESP_POOL_SIZE", default=16)
+# A kept-alive ESP connection idle this long is reopened rather than reused (decision 137).
+ESP_IDLE_RECONNECT_SECONDS = env.float("NOTIFIER_ESP_IDLE_RECONNECT_SECONDS", default=4.0)
 # Circuit breaker per provider (delivery/services/circuit_breaker.py): this many transient
 # failures within the window open it; it stays open for the cooldown, then one probe is allowed
 # (the probe lease must outlast one provider call).

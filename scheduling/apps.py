@@ -13,3 +13,11 @@ class SchedulingConfig(AppConfig):
         # beside campaign recovery (decisions 115, 120): one lock holder, bounded steps.
         register_sweep(expiry_sweep)
         register_sweep(personal_data_sweep)
+
+        # A cancelled schedule's inline addresses after its service's broadcast retention
+        # (decision 132): after the campaigns' audiences (50), so the expire_data line keeps
+        # its order; it depends on no other step's rows and costs one index probe a sweep.
+        from clients.personal_data import register_personal_data_step
+        from scheduling.personal_data import schedule_definitions_personal_data_step
+
+        register_personal_data_step("schedule_definitions", schedule_definitions_personal_data_step, order=60)

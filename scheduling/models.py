@@ -10,8 +10,16 @@ schedules API can list them with their pending count; their messages wait in the
 from __future__ import annotations
 
 from django.db import models
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce
 
 from clients.key_types import KeyType
+
+# A schedule whose stored definition still holds inline addresses and can never fire again
+# (cancelled: its beat task is gone and a run claims only an ACTIVE schedule): the rows of
+# `schedule_personal_due_idx`, which the personal-data step reads (decision 132).
+PERSONAL_DUE = Q(personal_data_removed_at__isnull=True, status="cancelled",
+                 definition__recipients__type="inline")
 
 
 class Schedule(models.Model):
@@ -50,9 +58,18 @@ class Schedule(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # When it was cancelled (schedule_cancel): the clock of its personal-data retention. Older
+    # cancelled rows have none and fall back on `updated_at` (decision 132).
+    cancelled_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # When its definition's inline addresses were removed (scheduling/personal_data.py).
+    personal_data_removed_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
-        indexes = [models.Index(fields=["client", "status"], name="schedule_client_status_idx")]
+        indexes = [
+            models.Index(fields=["client", "status"], name="schedule_client_status_idx"),
+            models.Index(Coalesce("cancelled_at", "updated_at"), F("id"), name="schedule_personal_due_idx",
+                         condition=PERSONAL_DUE),
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.type}, {self.status})"

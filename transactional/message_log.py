@@ -107,7 +107,7 @@ def _recipient_contact(service_id: str, address: str) -> int | None:
 
 def _per_status(rows: QuerySet[EmailMessage]) -> list[QuerySet[EmailMessage]]:
     """One campaign's rows as one query per status, each read newest first in
-    msg_campaign_log_idx's own order and stopped at the page's size; their merge is the page.
+    msg_campaign_cover_idx's own order and stopped at the page's size; their merge is the page.
     As one query the planner walked the service's newest rows (a campaign is written in one
     burst, its rows far from the newest: 734 ms p99 on 10M rows); the index cannot serve every
     status in (created_at, id) order at once (decision 116)."""

@@ -21,9 +21,15 @@ from delivery.selectors import ambiguous_summary
 
 
 def recent_failures(*, limit: int = 15) -> list[dict[str, Any]]:
+    """The last failures, by when their failing send was claimed (the newest first).
+
+    Ordered as msg_status_claimed_idx (status, claimed_at) reads backwards: 15 index entries from
+    each week. Ordered by id, the plan walked each week's primary key back until 15 FAILED rows
+    turned up, every row of the week when none failed: 320 ms over the 538,000 rows sent since
+    the last failure in the month of history (decision 138)."""
     rows = (
         EmailMessage.objects.filter(status=EmailMessage.Status.FAILED).exclude(key_type=KeyType.TEST)
-        .order_by("-id")
+        .order_by("-claimed_at", "-id")
         .values("id", "recipient", "provider", "error", "created_at")[:limit]
     )
     return [{**row, "created_at": row["created_at"].isoformat()} for row in rows]

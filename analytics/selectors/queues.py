@@ -7,6 +7,9 @@ Broker depth (core.broker_queues) counts *tasks* (batches), while `pending` coun
 Redis keys read here:
     notifier:analytics:workers         cached `celery inspect active_queues` (JSON, short TTL)
                                        (string or hash field "state"); absent -> "unknown"
+    notifier:analytics:throughput:<minute epoch>, notifier:analytics:provider_calls:<minute epoch>
+                                       a settled minute's live sends per priority, provider calls
+                                       per provider (kept_minutes.py, decisions 135 and 138)
 """
 
 from __future__ import annotations
@@ -21,12 +24,15 @@ import redis
 from celery import current_app
 from django.conf import settings
 from django.db import connection
-from django.db.models import Count, Q
-from django.db.models.functions import TruncMinute
+from django.db.models import Count
 from django.utils import timezone
 
+from analytics.selectors.campaign_stats import UtcMinute
+from analytics.selectors.kept_minutes import Counts, MinuteSeries, series_window, summed
 from clients.key_types import KeyType
+from core import live_counts
 from core.broker_queues import broker_depths
+from core.live_counts import provider_call_name, provider_calls_add
 from core.partitions.routing import id_floor_since
 from core.priorities import ALL_QUEUES, POOLS, Priority
 from core.redis_client import get_redis, redis_key
@@ -68,33 +74,39 @@ def priority_queues() -> list[dict[str, Any]]:
     return result
 
 
-def minute_buckets(*, since: datetime, now: datetime) -> list[str]:
-    """Every minute from since's to now's (ISO, as TruncMinute's): a chart must plot a minute
-    without rows as 0, not draw a line between the minutes that had some."""
-    minute = since.replace(second=0, microsecond=0)
-    buckets = []
-    while minute <= now:
-        buckets.append(minute.isoformat())
-        minute += timedelta(minutes=1)
-    return buckets
-
-
 def throughput_last_hour() -> dict[str, Any]:
     """Messages sent per priority over the last hour, total and per minute (every minute);
-    live figures: a test key's messages (settled by the sandbox, issue 27) are not counted."""
-    now = timezone.now()
-    since = now - timedelta(hours=1)
-    sent = EmailMessage.objects.filter(sent_at__gte=since).exclude(key_type=KeyType.TEST)
-    totals = dict(sent.values_list("priority").annotate(n=Count("id")))
-    labels = [p.label for p in Priority]
-    series = {t: dict.fromkeys(labels, 0) for t in minute_buckets(since=since, now=now)}
-    rows = sent.annotate(t=TruncMinute("sent_at")).values_list("t", "priority").annotate(n=Count("id"))
-    for at, priority, n in rows:
-        series.setdefault(at.isoformat(), dict.fromkeys(labels, 0))[Priority(priority).label] = n
+    live figures: a test key's messages (settled by the sandbox, issue 27) are not counted.
+
+    The hour is whole UTC minutes: from the minute now - 1 h falls in to the current one (61
+    minutes, the last still open), and the totals are the sums of those minutes. Settled minutes
+    are counted once and kept in Redis (analytics/selectors/kept_minutes.py, decision 135).
+    """
+    series = series_window(SENDS)
     return {
-        "per_priority": {p.label: totals.get(int(p), 0) for p in Priority},
-        "per_minute": [{"t": t, **v} for t, v in sorted(series.items())],
+        "per_priority": summed(series),
+        "per_minute": [{"t": m.isoformat(), **series[m]} for m in sorted(series)],
     }
+
+
+def sent_per_minute(since: datetime, until: datetime | None = None) -> dict[datetime, Counts]:
+    """Live sends per UTC minute and priority label from `since` (to `until`), one GROUP BY over
+    msg_sent_at_idx; a minute without sends is absent."""
+    rows = EmailMessage.objects.filter(sent_at__gte=since).exclude(key_type=KeyType.TEST)
+    if until is not None:
+        rows = rows.filter(sent_at__lt=until)
+    grouped = rows.annotate(t=UtcMinute("sent_at")).values_list("t", "priority").annotate(n=Count("id"))
+    per_minute: dict[datetime, Counts] = {}
+    for minute, priority, n in grouped.order_by():
+        per_minute.setdefault(minute, _no_sends())[Priority(priority).label] = n
+    return per_minute
+
+
+def _no_sends() -> dict[str, int]:
+    return dict.fromkeys((p.label for p in Priority), 0)
+
+
+SENDS = MinuteSeries(live_counts.SENDS, timedelta(hours=1), sent_per_minute, empty=_no_sends)
 
 
 def live_workers() -> dict[str, list[str]]:
@@ -122,28 +134,22 @@ def live_workers() -> dict[str, list[str]]:
     return workers
 
 
-def provider_health(*, minutes: int = 15) -> list[dict[str, Any]]:
-    """Per provider over the last minutes: attempts, error rate, latency, breaker state, fault.
-    The sandbox is no provider: its simulated answers are left out."""
-    since = timezone.now() - timedelta(minutes=minutes)
-    rows = (
-        _attempts_since(since).exclude(provider=SANDBOX_PROVIDER)
-        .values_list("provider")
-        .annotate(
-            attempts=Count("id"),
-            failed=Count("id", filter=~Q(outcome=DeliveryAttempt.Outcome.ACCEPTED)),
-        )
-    )
-    stats = {p: (a, f) for p, a, f in rows}
-    latency = _latency_p95(since)
+def provider_health() -> list[dict[str, Any]]:
+    """Per provider over the last quarter of an hour (whole UTC minutes, kept as the sends are):
+    attempts, error rate, latency p95, breaker state, fault. The sandbox is no provider: its
+    simulated answers are left out."""
+    calls = summed(series_window(PROVIDER_CALLS))
     health = []
-    for name in sorted(set(settings.NOTIFIER_PROVIDERS) | set(stats)):
-        attempts, failed = stats.get(name, (0, 0))
+    providers = {name.split(live_counts.CALLS_SEPARATOR)[0] for name in calls}
+    for name in sorted(set(settings.NOTIFIER_PROVIDERS) | providers):
+        attempts = calls.get(provider_call_name(name, "attempts"), 0)
+        failed = calls.get(provider_call_name(name, "failed"), 0)
         breaker = circuit_breaker_get(name)
         error_rate = round(failed / attempts, 4) if attempts else 0.0
         health.append({
             "provider": name, "attempts": attempts, "failed": failed, "error_rate": error_rate,
-            "latency_p95_ms": latency.get(name), "breaker": breaker.state, "fault": breaker.fault,
+            "latency_p95_ms": latency_percentile(calls, name, 0.95),
+            "breaker": breaker.state, "fault": breaker.fault,
             "alert": provider_alert(fault=breaker.fault, attempts=attempts, error_rate=error_rate),
         })
     return health
@@ -162,19 +168,43 @@ def provider_alert(*, fault: str, attempts: int, error_rate: float) -> str:
     return "ok"
 
 
-def _attempts_since(since: datetime):
-    """The attempts made since `since`: the id bound keeps older partitions out of the plan, the
-    BRIN index on created_at (attempt_created_brin) the older block ranges of the newest."""
-    floor = id_floor_since(ATTEMPTS_TABLE, since)
-    return DeliveryAttempt.objects.filter(id__gte=floor, created_at__gte=since)
-
-
-def _latency_p95(since) -> dict[str, float]:
-    """95th percentile of provider call time (ms) per provider."""
+def provider_calls_per_minute(since: datetime, until: datetime | None = None) -> dict[datetime, Counts]:
+    """Provider calls per UTC minute from `since` (to `until`): per provider its attempts, its
+    failed ones, and its calls per duration (`ms<=N`, core.live_counts.duration_bucket: the
+    percentile of a window is read from the sum of its minutes' histograms). One GROUP BY; the id
+    bound keeps older partitions out of the plan, the BRIN index on created_at
+    (attempt_created_brin) the older block ranges of the newest."""
+    bound = "AND created_at < %s" if until is not None else ""
     sql = (
-        f"SELECT provider, percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) "
-        f"FROM {ATTEMPTS_TABLE} WHERE id >= %s AND created_at >= %s AND provider <> %s GROUP BY provider"
+        f"SELECT date_bin('1 minute', created_at, TIMESTAMPTZ '1970-01-01 00:00:00+00'), provider, "
+        f"outcome <> %s, {live_counts.DURATION_BUCKET_SQL}, count(*) FROM {ATTEMPTS_TABLE} "
+        f"WHERE id >= %s AND created_at >= %s {bound} AND provider <> %s GROUP BY 1, 2, 3, 4"
     )
+    params = [DeliveryAttempt.Outcome.ACCEPTED, id_floor_since(ATTEMPTS_TABLE, since), since,
+              *([until] if until is not None else []), SANDBOX_PROVIDER]
+    per_minute: dict[datetime, Counts] = {}
     with connection.cursor() as cursor:
-        cursor.execute(sql, [id_floor_since(ATTEMPTS_TABLE, since), since, SANDBOX_PROVIDER])
-        return {provider: round(float(value), 1) for provider, value in cursor.fetchall()}
+        cursor.execute(sql, params)
+        for minute, provider, failed, bucket, n in cursor.fetchall():
+            provider_calls_add(per_minute.setdefault(minute, {}), provider, accepted=not failed,
+                               bucket=bucket, n=n)
+    return per_minute
+
+
+def latency_percentile(calls: dict[str, int], provider: str, fraction: float) -> float | None:
+    """The smallest duration bucket that holds `fraction` of the provider's calls (None without
+    calls): nearest rank, read to two significant digits (a 123 ms call counts as 130 ms)."""
+    prefix = provider_call_name(provider, "ms<=")
+    buckets = sorted((int(name[len(prefix):]), n) for name, n in calls.items() if name.startswith(prefix))
+    total = sum(n for _, n in buckets)
+    if not total:
+        return None
+    seen = 0
+    for upper, n in buckets:
+        seen += n
+        if seen >= fraction * total:
+            return float(upper)
+    return float(buckets[-1][0])
+
+
+PROVIDER_CALLS = MinuteSeries(live_counts.PROVIDER_CALLS, timedelta(minutes=15), provider_calls_per_minute)

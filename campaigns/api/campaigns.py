@@ -38,11 +38,15 @@ class CampaignOutputSerializer(serializers.ModelSerializer):
     template_id = serializers.IntegerField(source="template_version.template_id")
     topic = TopicSummarySerializer(allow_null=True, read_only=True,
                                    help_text="What the campaign is about; null: the whole broadcast stream.")
+    personal_data_removed_at = serializers.DateTimeField(
+        read_only=True, allow_null=True,
+        help_text="When an ended inline campaign's recipient addresses were removed after the "
+                  "service's broadcast personal-data retention; null: not removed.")
 
     class Meta:
         model = Campaign
         fields = ["campaign_id", "label", "name", "status", "priority", "template_id", "topic", "metadata",
-                  "created_at", "started_at", "completed_at"]
+                  "created_at", "started_at", "completed_at", "personal_data_removed_at"]
 
     def get_priority(self, campaign: Campaign) -> str:
         return Priority(campaign.priority).label

@@ -1,5 +1,5 @@
-"""A migration operation: a new index on a table that may be partitioned, built without a lock
-that writers wait on.
+"""Migration operations: a new index on a table that may be partitioned, built without a lock
+that writers wait on; an old one dropped with the least locking PostgreSQL allows.
 
 `AddIndexConcurrently` fails on a partitioned table (PostgreSQL builds no partitioned index
 CONCURRENTLY), and a plain `AddIndex` holds a SHARE lock on every partition for the whole
@@ -12,13 +12,23 @@ install before `partition_tables`) it is `AddIndexConcurrently`.
 Resumable, like every concurrent build: the migration is not atomic, a partition's build that
 was interrupted leaves an INVALID index, dropped and built again on the next run. A partition
 created meanwhile (the hourly upkeep) takes the parent's indexes as it is created.
+
+Dropping: PostgreSQL drops no partitioned index CONCURRENTLY, and no partition's index while it
+is attached to its parent's (nor can one be detached): the only way is a plain DROP INDEX of the
+parent's, which drops every partition's with it under an ACCESS EXCLUSIVE lock on the table and
+each partition, held to the commit. The drop is catalogue work (milliseconds; the files go at
+the commit), so what costs is waiting for those locks behind a long read, with every statement
+queued behind the drop. `RemoveIndexFromPartitions` therefore waits at most 200 ms for them
+(lock_timeout) and tries again 200 ms later, up to 150 times (about a minute).
 """
 
 from __future__ import annotations
 
 import re
+import time
 
-from django.contrib.postgres.operations import AddIndexConcurrently
+from django.contrib.postgres.operations import AddIndexConcurrently, RemoveIndexConcurrently
+from django.db import OperationalError, transaction
 
 from core.partitions.catalog import is_partitioned, partitions_of
 from core.partitions.create import index_sql, leaf_index_name
@@ -54,6 +64,46 @@ class AddIndexToPartitions(AddIndexConcurrently):
                 return super().database_backwards(app_label, schema_editor, from_state, to_state)
             # A partitioned index is dropped with its partitions' (never CONCURRENTLY).
             cursor.execute(f'DROP INDEX IF EXISTS "{self.index.name}"')
+
+
+class RemoveIndexFromPartitions(RemoveIndexConcurrently):
+    """DROP INDEX CONCURRENTLY on a table not partitioned; on a partitioned one, DROP INDEX of
+    the parent's index under a short lock_timeout, tried again (the module's docstring)."""
+
+    # While the DROP waits for a lock, every statement on the table queues behind it: a send
+    # stalls at most this long per try (well inside P0's 10 s), and a try is cheap to repeat.
+    lock_timeout = "200ms"
+    attempts = 150
+    pause_seconds = 0.2
+
+    def describe(self) -> str:
+        return f"Drop index {self.name} from {self.model_name} and its partitions, with a short lock wait"
+
+    def database_forwards(self, app_label, schema_editor, from_state, to_state) -> None:
+        model = from_state.apps.get_model(app_label, self.model_name)
+        if not self.allow_migrate_model(schema_editor.connection.alias, model):
+            return
+        with schema_editor.connection.cursor() as cursor:
+            if not is_partitioned(cursor, model._meta.db_table):
+                return super().database_forwards(app_label, schema_editor, from_state, to_state)
+            self._drop_with_short_lock_waits(cursor, schema_editor.connection.alias)
+
+    def _drop_with_short_lock_waits(self, cursor, alias: str) -> None:
+        for attempt in range(1, self.attempts + 1):
+            try:
+                with transaction.atomic(using=alias):
+                    cursor.execute(f"SET LOCAL lock_timeout = '{self.lock_timeout}'")
+                    cursor.execute(f'DROP INDEX IF EXISTS "{self.name}"')
+                return
+            except OperationalError as error:
+                if "lock timeout" not in str(error) or attempt == self.attempts:
+                    raise
+                time.sleep(self.pause_seconds)
+
+    def database_backwards(self, app_label, schema_editor, from_state, to_state) -> None:
+        index = to_state.models[app_label, self.model_name_lower].get_index_by_name(self.name)
+        AddIndexToPartitions(model_name=self.model_name, index=index).database_forwards(
+            app_label, schema_editor, from_state, to_state)
 
 
 def partition_index_build(cursor, create_sql: str, name: str) -> None:

@@ -11,6 +11,10 @@ Classification rules (the same for every HTTP ESP, see base.py for what each out
 - No connection (refused, DNS, connect timeout): TRANSIENT, the request never left.
 - Read timeout or a connection dropped after the body was written: AMBIGUOUS.
 
+A kept-alive connection idle for longer than `idle_reconnect_seconds` is closed before it is
+used again (`IdleLimitedAdapter`): a server that closes it at the moment we write would turn
+a send into AMBIGUOUS (decision 137).
+
 No HTTP-level retries ever happen here (`max_retries=0`): a retry after a read timeout would be
 a blind second send; the failover service decides what is retried, and where.
 """
@@ -26,6 +30,8 @@ from email.utils import parsedate_to_datetime
 import requests
 from django.conf import settings as django_settings
 from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection as BaseHTTPConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 
 from delivery.providers.base import (
@@ -50,6 +56,8 @@ class HttpSettings:
     connect_timeout: float = 3.0
     read_timeout: float = 10.0
     pool_size: int = 16
+    # A pooled connection idle longer than this is not reused (ESP_IDLE_RECONNECT_SECONDS).
+    idle_reconnect_seconds: float = 4.0
     domain: str = ""  # Mailgun only
     # The ESP's documented request size limit (NOTIFIER_SENDGRID_/MAILGUN_MAX_REQUEST_BYTES); 0: none.
     max_request_bytes: int = 0
@@ -63,6 +71,7 @@ def http_settings(api_key: str, base_url: str, max_request_bytes: int, domain: s
         connect_timeout=django_settings.ESP_CONNECT_TIMEOUT_SECONDS,
         read_timeout=django_settings.ESP_READ_TIMEOUT_SECONDS,
         pool_size=django_settings.ESP_POOL_SIZE,
+        idle_reconnect_seconds=django_settings.ESP_IDLE_RECONNECT_SECONDS,
         domain=domain,
         max_request_bytes=max_request_bytes,
     )
@@ -90,7 +99,8 @@ def new_session(settings: HttpSettings) -> requests.Session:
     is never sent a password from ~/.netrc: it gets the key it is configured with.
     """
     session = requests.Session()
-    adapter = HTTPAdapter(pool_connections=2, pool_maxsize=settings.pool_size, max_retries=0)
+    adapter = IdleLimitedAdapter(settings.idle_reconnect_seconds, pool_connections=2,
+                                 pool_maxsize=settings.pool_size, max_retries=0)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     session.proxies.update(requests.utils.get_environ_proxies(settings.base_url))
@@ -99,6 +109,47 @@ def new_session(settings: HttpSettings) -> requests.Session:
         session.verify = ca_bundle
     session.trust_env = False
     return session
+
+
+def _idle_limited(pool_class: type[HTTPConnectionPool], idle_seconds: float) -> type:
+    """`pool_class` whose connections are closed when taken after more than `idle_seconds` idle
+    (the next request on one reconnects, as urllib3 does for a connection it finds dropped)."""
+
+    class IdleLimitedPool(pool_class):  # type: ignore[valid-type,misc]
+        def _get_conn(self, timeout: float | None = None) -> BaseHTTPConnection:
+            conn = super()._get_conn(timeout)
+            idle_since = getattr(conn, "notifier_idle_since", None)
+            if idle_since is not None and time.monotonic() - idle_since > idle_seconds:
+                conn.close()
+            return conn
+
+        def _put_conn(self, conn: BaseHTTPConnection | None) -> None:
+            if conn is not None:
+                conn.notifier_idle_since = time.monotonic()
+            super()._put_conn(conn)
+
+    return IdleLimitedPool
+
+
+class IdleLimitedAdapter(HTTPAdapter):
+    """An adapter that never writes a request on a connection idle longer than `idle_seconds`.
+
+    A server closes a kept-alive connection after its own idle timeout; urllib3 notices a close
+    that has already arrived, but not one that crosses our request on the wire, and a POST that
+    meets it has no answer: AMBIGUOUS, held until the ESP's evidence settles it. Reconnecting
+    after a shorter idle time than any server's avoids the race for the price of one handshake.
+    """
+
+    def __init__(self, idle_seconds: float, **kwargs: object) -> None:
+        self.idle_seconds = idle_seconds
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+
+    def init_poolmanager(self, *args: object, **kwargs: object) -> None:
+        super().init_poolmanager(*args, **kwargs)  # type: ignore[arg-type]
+        self.poolmanager.pool_classes_by_scheme = {
+            "http": _idle_limited(HTTPConnectionPool, self.idle_seconds),
+            "https": _idle_limited(HTTPSConnectionPool, self.idle_seconds),
+        }
 
 
 def retry_after_seconds(value: str | None) -> float | None:

@@ -43,6 +43,7 @@ from delivery.services.sending import (
     Recorder,
     attempt_limit,
     hand_off_held,
+    provider_calls_count,
     render_claimed,
     results_recorder,
     sandbox_send,
@@ -105,12 +106,13 @@ def _recorder(token: str, report: BatchReport) -> Recorder:
             if result.outcome is not Outcome.ACCEPTED:
                 rest.append(result)
                 continue
-            report.sent += hold_through_outage(partial(
+            report.count_sent(name, hold_through_outage(partial(
                 ledger.message_mark_sent_with_attempt,
                 message_id=result.message_id, token=token, provider=name,
                 provider_message_id=result.provider_message_id, response_code=result.response_code,
                 duration_ms=result.duration_ms,
-            ), what=f"recording {name}'s answer")
+            ), what=f"recording {name}'s answer"))
+        provider_calls_count(name, [result for result in results if result.outcome is Outcome.ACCEPTED])
         if rest:
             others(name, rest)
 

@@ -27,7 +27,9 @@ from django.utils import timezone
 from redis.exceptions import RedisError
 
 from clients.key_types import KeyType
+from core import live_counts
 from core.db_outage import hold_through_outage
+from core.live_counts import live_counts_add, provider_call_counts
 from core.priorities import POOLS, Priority
 from core.redis_client import get_redis, redis_key
 from delivery import signals
@@ -64,6 +66,8 @@ class BatchReport:
     """What happened to a batch; the task uses `retry_ids` to schedule the next attempt."""
 
     sent: int = 0
+    # Of `sent`, those a real ESP accepted (not the sandbox's, for a test key): the live count.
+    live_sent: int = 0
     failed: int = 0
     ambiguous: int = 0
     suppressed: int = 0
@@ -81,6 +85,11 @@ class BatchReport:
     # leaving the row QUEUED with no task; a lease that expired meanwhile was re-published by
     # the recovery already, and this extra copy claims nothing.
     republish_ids: list[int] = field(default_factory=list)
+
+    def count_sent(self, provider: str, marked: int) -> None:
+        self.sent += marked
+        if provider != SANDBOX_PROVIDER:
+            self.live_sent += marked
 
 
 def message_batch_send(
@@ -341,8 +350,17 @@ def results_recorder(token: str, report: BatchReport) -> Recorder:
                             what=f"recording {name}'s answers")
         hold_through_outage(lambda: ledger.attempts_record(provider=name, results=results),
                             what=f"recording {name}'s attempts")
+        provider_calls_count(name, results)
 
     return record
+
+
+def provider_calls_count(provider: str, results: Sequence[SendResult]) -> None:
+    """The dashboard's live count of a provider's calls (core/live_counts.py); the sandbox's
+    answers are no provider's calls."""
+    if provider != SANDBOX_PROVIDER:
+        calls = [(result.outcome is Outcome.ACCEPTED, result.duration_ms) for result in results]
+        live_counts_add(live_counts.PROVIDER_CALLS, provider_call_counts(provider, calls))
 
 
 def send_with_failover(
@@ -401,7 +419,7 @@ def _record_results(name: str, results: list[SendResult], token: str, report: Ba
     for result in results:
         by_outcome[result.outcome].append(result)
     accepted = {r.message_id: r.provider_message_id for r in by_outcome[Outcome.ACCEPTED]}
-    report.sent += ledger.messages_mark_sent(provider_ids=accepted, provider=name, token=token)
+    report.count_sent(name, ledger.messages_mark_sent(provider_ids=accepted, provider=name, token=token))
     for error, ids in _group_by_error(by_outcome[Outcome.PERMANENT]).items():
         report.failed += ledger.messages_mark_final(message_ids=ids, token=token, status=Status.FAILED,
                                                     error=error)

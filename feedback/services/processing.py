@@ -17,9 +17,12 @@ from datetime import datetime
 from django.db import connection, transaction
 
 from clients.key_types import KeyType
+from core import live_counts
+from core.live_counts import UNKNOWN_MESSAGE, live_counts_add
 from delivery.models import EmailMessage
 from delivery.services import ledger
 from delivery.services.ambiguity import provider_events_seen
+from delivery.services.sandbox import SANDBOX_PROVIDER
 from eventlog.types import EventType as ServiceEventType
 from feedback.normalize import NormalizedEvent
 from feedback.services.counters import campaign_counters_increment
@@ -64,9 +67,22 @@ def events_process(*, events: Sequence[NormalizedEvent], check_reputation: bool 
         _relax_commit()
         stored = events_store(events)
         _apply(stored, report)
+        live_counts_add(live_counts.EVENTS, _live_event_counts(stored))
     if check_reputation and (report.campaigns or report.clients):
         reputation_check(campaign_ids=report.campaigns, client_ids=report.clients)
     return report
+
+
+def _live_event_counts(stored: list[StoredEvent]) -> dict[str, int]:
+    """The dashboard's live count of the events stored (core/live_counts.py): per type, and
+    those of unknown messages; the sandbox's simulated events are not counted."""
+    counts: dict[str, int] = {}
+    for item in stored:
+        if item.event.provider == SANDBOX_PROVIDER:
+            continue
+        for name in (item.event.event_type.value, *([UNKNOWN_MESSAGE] if item.message is None else [])):
+            counts[name] = counts.get(name, 0) + 1
+    return counts
 
 
 def _relax_commit() -> None:

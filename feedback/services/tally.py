@@ -15,10 +15,11 @@ before a rebuild reads the rows, or adds its increments after the rebuild commit
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 
 from django.db import connection, transaction
 
+from core.live_counts import minute_of
 from delivery.models import EmailMessage
 from feedback.models import CampaignEventMinute, EmailEvent, MessageEventMark
 from feedback.services.events import StoredEvent
@@ -32,11 +33,6 @@ Tally = dict[TallyKey, list[int]]
 # pg_advisory_xact_lock(namespace, campaign id): the counts of one campaign (campaign ids fit
 # an int4, as the fan-out's lock, 7301, already assumes).
 COUNTS_LOCK_NAMESPACE = 7302
-
-
-def minute_of(at: datetime) -> datetime:
-    """The UTC minute `at` falls in (the tally's bucket)."""
-    return at.astimezone(UTC).replace(second=0, microsecond=0)
 
 
 def campaign_tally_of_batch(*, stored: Iterable[StoredEvent], new_marks: Iterable[tuple[int, str]],

@@ -12,6 +12,7 @@ import logging
 from datetime import datetime, timedelta
 
 from django.db import transaction
+from django.utils import timezone as django_timezone
 from django_celery_beat.models import CrontabSchedule, PeriodicTask
 from rest_framework.exceptions import ValidationError
 
@@ -96,11 +97,13 @@ def schedule_resume(*, schedule: Schedule, now: datetime) -> Schedule:
 def schedule_cancel(*, schedule: Schedule) -> Schedule:
     """Cancelled for good: the beat task goes, a one-off's waiting messages are cancelled."""
     with transaction.atomic():
+        if schedule.status != Schedule.Status.CANCELLED:
+            schedule.cancelled_at = django_timezone.now()  # a second cancel keeps the first's clock
         schedule.status = Schedule.Status.CANCELLED
         schedule.next_run = None
         task_id = schedule.periodic_task_id
         schedule.periodic_task = None
-        schedule.save(update_fields=["status", "next_run", "periodic_task", "updated_at"])
+        schedule.save(update_fields=["status", "next_run", "periodic_task", "cancelled_at", "updated_at"])
         if task_id:
             PeriodicTask.objects.filter(pk=task_id).delete()
         if schedule.campaign_id and schedule.type != Schedule.Type.RECURRING:

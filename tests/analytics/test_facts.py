@@ -17,7 +17,6 @@ from analytics.horizon import day_start, metadata_horizon, utc_today
 from analytics.models import COUNTERS, DayFact, FactsDay
 from analytics.services.facts import facts_days_to_write, facts_write_day
 from analytics.tasks import write_facts
-from audience.models import Suppression
 from campaigns.models import Campaign
 from clients.models import ApiKey, Service
 from clients.retention import retention_set
@@ -212,8 +211,7 @@ def test_facts_outlive_the_rows_and_the_service(api, history, settings, purged_q
     settings.NOTIFIER_RETENTION_PERSONAL_DAYS, settings.NOTIFIER_RETENTION_METADATA_DAYS = 7, 90
     stored = sorted(DayFact.objects.filter(service_id=service.pk).values_list("day", "template_id", "sent"))
     Campaign.objects.filter(client=service).delete()
-    # (A broadcast suppression names its service: SET NULL would break its check constraint.)
-    Suppression.objects.filter(client=service, scope="broadcast").delete()
+    # (Its broadcast suppressions go with it: tests/clients/test_service_delete.py.)
     TemplateVersion.objects.filter(template__client=service).delete()
     Template.objects.filter(client=service).delete()
     Service.objects.filter(pk=service.pk).delete()

@@ -263,5 +263,5 @@ def test_campaign_counts_by_status_read_its_index_in_every_partition(campaign_ro
     # The week holding the campaign reads the campaign index; the empty weeks cost nothing
     # whichever index the planner takes there.
     this_week = partition_name(TABLE, span_start(day_number(timezone.now())))
-    assert re.search(rf"Index (Only )?Scan (using|on) msg_campaign_log_idx_{this_week[len(TABLE) + 1:]}",
+    assert re.search(rf"Index (Only )?Scan (using|on) msg_campaign_cover_idx_{this_week[len(TABLE) + 1:]}",
                      plans[0]), plans[0]

@@ -47,7 +47,8 @@ def test_a_dry_run_as_of_a_time_counts_and_changes_nothing_then_the_run_removes_
                                                                   "stream": "transactional"})
     as_of = (timezone.now() + timedelta(days=5)).isoformat()
     assert _run("--dry-run").startswith(
-        "would remove personal data from 0 messages, 0 events, 0 esp events, 0 webhook bodies (as of ")
+        "would remove personal data from 0 messages, 0 events, 0 esp events, 0 webhook bodies, "
+        "0 campaign audiences, 0 schedule definitions (as of ")
     dry = _run("--as-of", as_of, "--dry-run")
     assert dry.startswith("would remove personal data from 3 messages, 0 events"), dry
     assert _stripped() == 0

@@ -283,6 +283,27 @@ def test_admin_lists_schedules_and_its_pause_action_uses_the_service(api, admin_
     assert schedule.status == "paused" and not schedule.periodic_task.enabled
 
 
+def test_the_admin_form_edits_only_the_name_status_goes_through_the_actions(api, admin_client, otp_template):
+    """A status or cron set in the form would skip the services (the beat task kept, no
+    `cancelled_at`): the form changes the name only, and the cancel action does the rest."""
+    schedule_id = api.post("/api/v1/schedules", RECURRING, format="json").json()["id"]
+    before = Schedule.objects.get(pk=schedule_id)
+    url = f"/admin/scheduling/schedule/{schedule_id}/change/"
+    response = admin_client.post(url, {"name": "renamed", "status": "cancelled", "cron": "0 3 * * *",
+                                       "type": "scheduled", "timezone": "Asia/Tokyo"})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    after = Schedule.objects.get(pk=schedule_id)
+    assert after.name == "renamed"
+    assert (after.status, after.cron, after.type, after.timezone, after.periodic_task_id) == (
+        before.status, before.cron, before.type, before.timezone, before.periodic_task_id)
+    assert admin_client.get("/admin/scheduling/schedule/add/").status_code == 403
+    admin_client.post("/admin/scheduling/schedule/", {"action": "cancel", "_selected_action": [schedule_id]})
+    cancelled = Schedule.objects.get(pk=schedule_id)
+    assert cancelled.status == "cancelled" and cancelled.cancelled_at is not None
+    assert cancelled.periodic_task_id is None
+    assert not PeriodicTask.objects.filter(pk=before.periodic_task_id).exists()
+
+
 def test_the_schedules_listing_shows_the_clients_waiting_one_off_sends(send, api):
     """A local_time or delayed message is listed (soonest first); another client's is not."""
     from clients.services import service_create

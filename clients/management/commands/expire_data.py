@@ -5,7 +5,9 @@ scheduler removes the same in bounded steps (a second a minute); this is for an 
 catching up (after a long outage of the scheduler, or a retention shortened by a lot) and for
 tests. Messages created before `as-of` minus their service's personal retention of their stream
 lose their address, context and the ESP's payloads (settled rows only: never one in flight);
-then the event log's copies, the ESP events no message batch reached and the webhook bodies.
+then the event log's copies, the ESP events no message batch reached, the webhook bodies and
+the inline recipients of campaigns that ended, and of recurring schedules cancelled, before
+their service's broadcast cutoff.
 Batches of --batch-size, one transaction each: interrupted, run it again. `--dry-run` counts
 what would be removed and changes nothing.
 

@@ -74,9 +74,9 @@ class HandOff:
     suppressed: set[int] = field(default_factory=set)
 
 
-def hand_off_sql(where: str) -> str:
+def hand_off_sql(where: str, *, ids: str = "m.id = ANY(%s)") -> str:
     """The hand-off mark as one UPDATE of the rows `where` picks (SQL over the table `t`, its
-    placeholders after the SET's four and the id list's): each row is handed over to the
+    placeholders after the SET's four and the ids' one: `ids`, over `m`): each row is handed over to the
     provider named (decision 89), or, if its address is suppressed by now, SUPPRESSED instead.
     RETURNING id and the new status. A test key's row looks at the test key's suppressions.
 
@@ -90,8 +90,10 @@ def hand_off_sql(where: str) -> str:
         f"error = CASE WHEN v.suppressed THEN %s ELSE t.error END, "
         f"provider = CASE WHEN v.suppressed THEN t.provider ELSE %s END "
         f"FROM (SELECT m.id, {suppressed} AS suppressed "
-        f"FROM {TABLE} m WHERE m.id = ANY(%s)) v "
+        f"FROM {TABLE} m WHERE {ids}) v "
         # `where` names the ids of `t` too: the UPDATE's own partitions are pruned (decision 122).
+        # A server-side prepared statement prunes only by a scalar id (`id = $1`): PostgreSQL
+        # prunes an array parameter's `= ANY($1)` in no partition (decision 133).
         f"WHERE t.id = v.id AND {where}",
         "t.id, t.status", _HAND_OFF_EVENT, alias="t")
 

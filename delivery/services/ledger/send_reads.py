@@ -21,6 +21,8 @@ from delivery.services.ledger.sql import (
     QUEUED_OR_MINE,
     TABLE,
     Status,
+    ids_in,
+    ids_params,
     message_is_test_sql,
     status_is,
 )
@@ -89,10 +91,10 @@ def messages_queued_read_for_send(*, message_ids: Sequence[int]) -> list[Claimed
     if not message_ids:
         return []
     sql = send_rows_sql(TABLE, suppressed="FALSE",
-                        where=f"WHERE {TABLE}.id = ANY(%s) AND {status_is(f'{TABLE}.status')} "
+                        where=f"WHERE {ids_in(f'{TABLE}.id')} AND {status_is(f'{TABLE}.status')} "
                               f"ORDER BY {TABLE}.id")
     with connection.cursor() as cursor:
-        execute_prepared(cursor, "send_rows", sql, [list(message_ids), Status.QUEUED], flush_wait=True)
+        execute_prepared(cursor, "send_rows", sql, [*ids_params(message_ids), Status.QUEUED], flush_wait=True)
         return [claimed_message(row) for row in cursor.fetchall()]
 
 
@@ -118,10 +120,11 @@ def messages_claim_for_send(*, message_ids: Sequence[int], token: str) -> list[C
         return []
     ids = list(message_ids)
     if len(ids) > 1:
-        mine = f"EXISTS (SELECT 1 FROM {TABLE} WHERE id = ANY(%s) AND {MINE_NOT_HANDED_OVER})"
-        rows, params = f"id = ANY(%s) AND {status_is()} AND NOT {mine}", [ids, Status.QUEUED, ids]
+        mine = f"EXISTS (SELECT 1 FROM {TABLE} WHERE {ids_in()} AND {MINE_NOT_HANDED_OVER})"
+        rows = f"{ids_in()} AND {status_is()} AND NOT {mine}"
+        params = [*ids_params(ids), Status.QUEUED, *ids_params(ids)]
     else:
-        rows, params = f"id = ANY(%s) AND {QUEUED_OR_MINE}", [ids, Status.QUEUED]
+        rows, params = f"{ids_in()} AND {QUEUED_OR_MINE}", [*ids_params(ids), Status.QUEUED]
     suppressed = message_withheld_sql(TABLE, message_is_test_sql(TABLE))
     sql = claim_cte(rows) + send_rows_sql("claimed", suppressed=suppressed, where=f"ORDER BY {TABLE}.id")
     params = [Status.SENDING, token, timezone.now(), *params, Status.SENDING, token]

@@ -79,11 +79,14 @@ def message_mark_started(
     synchronously (the one write exactly-once rests on: decisions 31-32); the row is in
     `started` if this task may send it, in `suppressed` if its address was suppressed after the
     claim read it (F17). Idempotent for the same `started_at`, as `messages_mark_started`."""
-    where = ("t.id = ANY(%s) AND t.status = %s AND t.claim_token = %s "
+    # Scalar ids, not `= ANY(%s)`: the prepared statement's generic plan then reads the row's
+    # partition only (with an array it probed every partition's primary key: decision 133).
+    where = ("t.id = %s AND t.status = %s AND t.claim_token = %s "
              "AND (t.send_started_at IS NULL OR t.send_started_at = %s)")
     started_at = started_at or timezone.now()
-    params = [started_at, Status.SUPPRESSED, SUPPRESSED_ERROR, provider, [message_id], [message_id],
+    params = [started_at, Status.SUPPRESSED, SUPPRESSED_ERROR, provider, message_id, message_id,
               Status.SENDING, token, started_at]
     with connection.cursor() as cursor:
-        execute_prepared(cursor, "send_one_started", hand_off_sql(where), params, flush_wait=True)
+        execute_prepared(cursor, "send_one_started", hand_off_sql(where, ids="m.id = %s"), params,
+                         flush_wait=True)
         return hand_off_result(cursor.fetchall())

@@ -69,6 +69,19 @@ def placeholders(values: Sequence[object]) -> str:
     return ", ".join(["%s"] * len(values))
 
 
+def ids_in(column: str = "id") -> str:
+    """`column` among a list of ids (placeholders: the list, its lowest, its highest; values from
+    `ids_params`). The bounds are for a server-side prepared statement: its generic plan prunes
+    the day partitions by a scalar bound, never by an array's `= ANY($1)` (decision 133)."""
+    return f"{column} = ANY(%s) AND {column} BETWEEN %s AND %s"
+
+
+def ids_params(ids: Sequence[int]) -> list[object]:
+    """`ids_in`'s three values."""
+    ids = list(ids)
+    return [ids, min(ids), max(ids)]
+
+
 def status_is(column: str = "status") -> str:
     """`column = %s` written so the planner cannot answer it from the status index.
 
