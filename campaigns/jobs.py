@@ -19,8 +19,9 @@ def campaign_fanout_enqueue(campaign_id: int, *, republish_all: bool = False) ->
     task_publish("campaigns.fanout", args=args, queue=MAINTENANCE_QUEUE)
 
 
-def campaign_cancel_rows_enqueue(campaign_id: int) -> None:
-    task_publish("campaigns.cancel_rows", args=(campaign_id,), queue=MAINTENANCE_QUEUE)
+def campaign_cancel_rows_enqueue(campaign_id: int, *, countdown: float | None = None) -> None:
+    task_publish("campaigns.cancel_rows", args=(campaign_id,), queue=MAINTENANCE_QUEUE,
+                 countdown=countdown)
 
 
 def campaign_progress_check_later(campaign_id: int) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 
 from django.db import transaction
@@ -36,6 +37,10 @@ CS = Campaign.Status
 MS = EmailMessage.Status
 ACTIVE = [CS.DRAFT, CS.SCHEDULED, CS.QUEUED, CS.SENDING, CS.PAUSED]
 CANCEL_CHUNK = 10_000
+# A row a worker is writing is busy for one statement (milliseconds): the cancel's loop looks
+# again this often, for at most this long before handing the rest to a new run of its task.
+CANCEL_BUSY_PAUSE_SECONDS = 0.05
+CANCEL_BUSY_SECONDS = 30.0
 
 logger = logging.getLogger(__name__)
 
@@ -152,8 +157,13 @@ def campaign_pause_for(campaign_id: int, reason: str) -> None:
 
 
 def campaign_rows_cancel(*, campaign_id: int) -> int:
-    """Mark every unsent row CANCELLED, in chunks so no statement locks a million rows."""
+    """Mark every unsent row CANCELLED, in chunks so no statement locks a million rows.
+
+    A chunk skips the rows a worker is writing at that moment (never waiting on them, so it
+    cannot deadlock with the worker): while any row is still unsent, the loop asks again after
+    a short pause. Past `CANCEL_BUSY_SECONDS` it leaves the rest to a new run of its task."""
     total = 0
+    deadline = time.monotonic() + CANCEL_BUSY_SECONDS
     # Wait for a running fan-out to notice the cancel and stop (it checks every chunk),
     # so no chunk it writes afterwards is left QUEUED.
     campaign_lock(campaign_id, wait=True)
@@ -163,8 +173,16 @@ def campaign_rows_cancel(*, campaign_id: int) -> int:
             total += changed
             # Not "fewer than a chunk": rows handed over meanwhile drop out of a chunk, and rows
             # past it may still be unsent.
-            if changed == 0:
+            if changed:
+                continue
+            if not ledger.campaign_has_unsent(campaign_id=campaign_id):
                 return total
+            if time.monotonic() >= deadline:
+                logger.warning("campaign %s: rows still busy after %.1f s; cancelling them later",
+                               campaign_id, CANCEL_BUSY_SECONDS)
+                campaign_cancel_rows_enqueue(campaign_id, countdown=CANCEL_BUSY_SECONDS)
+                return total
+            time.sleep(CANCEL_BUSY_PAUSE_SECONDS)
     finally:
         campaign_unlock(campaign_id)
 

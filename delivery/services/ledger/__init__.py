@@ -24,6 +24,7 @@ public name is re-exported here.
 
 from delivery.services.ledger.attempts import attempts_record
 from delivery.services.ledger.campaign_rows import (
+    campaign_has_unsent,
     campaign_queued_page,
     campaign_unsent_cancel,
     campaign_unstarted_claims_set,
@@ -88,6 +89,7 @@ __all__ = [
     "ambiguous_message_requeue",
     "ambiguous_messages_resend",
     "attempts_record",
+    "campaign_has_unsent",
     "campaign_queued_page",
     "campaign_unsent_cancel",
     "campaign_unstarted_claims_set",

@@ -20,35 +20,57 @@ from delivery.services.ledger.sql import (
 )
 from eventlog.types import EventType
 
+# The rows a pause or cancel takes, locked without waiting: a row a worker's multi-row claim,
+# hand-off or release holds right now is skipped, never waited for. A pause or cancel that waited
+# on it while holding the rows it had already locked deadlocked with that worker's statement
+# waiting on one of those (seen in CI: the cancel API answered 503 during a busy campaign). A
+# statement that never waits is in no cycle, whatever order either side locks in (as the
+# sweeps: sql.LOCK_FREE_ROWS). Ends a `SELECT id ... WHERE ...` subquery.
+_SKIP_BUSY_ROWS = f"FOR UPDATE OF {TABLE} SKIP LOCKED"
+
 
 def campaign_unstarted_claims_set(*, campaign_id: int, status: str) -> int:
     """A campaign's claimed rows not yet handed to a provider -> QUEUED (pause) or CANCELLED.
 
-    A worker holding the claim finds its token gone at the hand-off mark and skips them."""
+    A worker holding the claim finds its token gone at the hand-off mark and skips them. A row
+    the worker is writing at this moment is left to it: handed over, it is sent (the worker won
+    the race, as if its mark had committed first); released, it is QUEUED, which a cancel's
+    `campaign_unsent_cancel` loop then takes."""
+    unstarted = "status = %s AND send_started_at IS NULL"
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {TABLE} SET status = %s, claim_token = '', claimed_at = NULL "
-            "WHERE campaign_id = %s AND status = %s AND send_started_at IS NULL",
-            [status, campaign_id, Status.SENDING],
+            f"WHERE id IN (SELECT id FROM {TABLE} WHERE campaign_id = %s AND {unstarted} "
+            f"{_SKIP_BUSY_ROWS}) AND {unstarted}",
+            [status, campaign_id, Status.SENDING, Status.SENDING],
         )
         return cursor.rowcount
 
 
 def campaign_unsent_cancel(*, campaign_id: int, limit: int) -> int:
     """Up to `limit` of a campaign's unsent rows (queued, scheduled, claimed but not handed
-    over) -> CANCELLED; callers repeat until none changes.
+    over) -> CANCELLED; callers repeat until `campaign_has_unsent` says none is left.
 
-    The outer WHERE says "unsent" again: a row whose hand-off mark commits while this statement
-    waits for its lock is re-checked against it (PostgreSQL re-evaluates the outer conditions on
-    the new row version, not the subquery's), so a handed-over row is never marked CANCELLED
-    while its provider call goes ahead."""
+    Rows a worker is writing right now are skipped, not waited for (`_SKIP_BUSY_ROWS`): this
+    returns 0 while some are still unsent, and the caller asks again once they are free. The
+    outer WHERE says "unsent" again: a row whose hand-off mark committed after this statement's
+    snapshot is re-checked against it, so a handed-over row is never marked CANCELLED while
+    its provider call goes ahead."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {TABLE} SET status = %s WHERE id IN (SELECT id FROM {TABLE} "
-            f"WHERE campaign_id = %s AND {UNSENT} LIMIT %s) AND {UNSENT}",
+            f"WHERE campaign_id = %s AND {UNSENT} LIMIT %s {_SKIP_BUSY_ROWS}) AND {UNSENT}",
             [Status.CANCELLED, campaign_id, *unsent_params(), limit, *unsent_params()],
         )
         return cursor.rowcount
+
+
+def campaign_has_unsent(*, campaign_id: int) -> bool:
+    """Whether any of the campaign's rows is still unsent (skipped rows included)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT EXISTS (SELECT 1 FROM {TABLE} WHERE campaign_id = %s AND {UNSENT})",
+                       [campaign_id, *unsent_params()])
+        return bool(cursor.fetchone()[0])
 
 
 # Columns a page of a campaign's QUEUED rows may be ordered by, each with its own index.
