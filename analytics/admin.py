@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from analytics.models import DayFact, FactsDay
+from analytics.models import DayFact, EndedCampaignCounts, FactsDay
 from core.admin_tools import SystemWrittenAdmin
 
 
@@ -23,3 +23,9 @@ class DayFactAdmin(SystemWrittenAdmin):
     list_filter = ["key_type", "stream"]
     search_fields = ["=service_id"]
     date_hierarchy = "day"
+
+
+@admin.register(EndedCampaignCounts)
+class EndedCampaignCountsAdmin(SystemWrittenAdmin):
+    list_display = ["campaign_id", "counted_at", "by_status"]
+    search_fields = ["=campaign_id"]

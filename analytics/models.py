@@ -75,3 +75,20 @@ class FactsDay(models.Model):
 
     def __str__(self) -> str:
         return f"{self.day} written {self.written_at:%Y-%m-%d %H:%M} ({self.rows} rows)"
+
+
+class EndedCampaignCounts(models.Model):
+    """An ended campaign's message rows per status, as the dashboard shows them for the 24 h after
+    its end (decision 140): counted by the beat (analytics.services.ended_campaigns), so a refresh
+    reads this row instead of counting a million-row campaign. A plain id, as the facts: a
+    campaign deleted leaves a row the next refresh removes."""
+
+    campaign_id = models.BigIntegerField(primary_key=True)
+    by_status = models.JSONField(default=dict)
+    counted_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name_plural = "ended campaign counts"
+
+    def __str__(self) -> str:
+        return f"campaign {self.campaign_id} counted {self.counted_at:%Y-%m-%d %H:%M:%S}"

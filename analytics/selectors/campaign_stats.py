@@ -8,9 +8,10 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from django.core.cache import cache
-from django.db.models import Count, DateTimeField, F, Func, Sum
+from django.db.models import Count, DateTimeField, F, Func, QuerySet, Sum
 
 from analytics.horizon import day_start, metadata_horizon, utc_today
+from analytics.models import EndedCampaignCounts
 from analytics.selectors.days import MAX_DAYS, campaign_days, campaign_lifetime_counts
 from audience.models import ConsentChange
 from campaigns.models import Campaign
@@ -220,9 +221,8 @@ def campaigns_current(*, now: datetime, limit: int = 20) -> list[dict[str, Any]]
     ones for an ended campaign): a campaign stays on the dashboard after it completes."""
     live = Campaign.objects.exclude(key_type=KeyType.TEST)  # the dashboard's live figures (issue 27)
     active = list(live.filter(status__in=ACTIVE).order_by("-id")[:limit])
-    ended = list(live.filter(status__in=ENDED, completed_at__gte=now - RECENTLY_ENDED)
-                 .order_by("-completed_at")[:limit])
-    by_campaign = _status_counts([c.id for c in active])
+    ended = list(recently_ended(live, now=now).order_by("-completed_at")[:limit])
+    by_campaign = campaign_status_counts([c.id for c in active])
     by_campaign.update(_ended_status_counts([c.id for c in ended]))
     return [_campaign_row(c, by_campaign.get(c.id, {})) for c in active + ended]
 
@@ -231,12 +231,20 @@ ACTIVE = ("QUEUED", "SENDING", "PAUSED")
 ENDED = ("COMPLETED", "CANCELLED", "FAILED")
 RECENTLY_ENDED = timedelta(hours=24)
 # An ended campaign's counts barely move (a late bounce, a settled AMBIGUOUS send), while
-# counting a million-row campaign is a ~0.1 s index scan: recounted once a minute per web
-# process, not on every 2 s poll of every open dashboard.
+# counting a million-row campaign is a ~0.1 s index scan: the beat stores them
+# (analytics.services.ended_campaigns); until its first count, a web process counts them once a
+# minute, not on every 2 s poll of every open dashboard.
 ENDED_COUNTS_SECONDS = 60
 
 
-def _status_counts(campaign_ids: list[int]) -> dict[int, dict[str, int]]:
+def recently_ended(campaigns: QuerySet[Campaign], *, now: datetime) -> QuerySet[Campaign]:
+    """The dashboard's ended campaigns among `campaigns`: those that ended in the last 24 h, and
+    the only live ones the dashboard counts (so not a test key's, issue 27)."""
+    return campaigns.exclude(key_type=KeyType.TEST).filter(status__in=ENDED,
+                                                           completed_at__gte=now - RECENTLY_ENDED)
+
+
+def campaign_status_counts(campaign_ids: list[int]) -> dict[int, dict[str, int]]:
     """{campaign id: {status: rows}}: one GROUP BY over the (campaign, status) index."""
     by_campaign: dict[int, dict[str, int]] = defaultdict(dict)
     rows = (
@@ -251,12 +259,16 @@ def _status_counts(campaign_ids: list[int]) -> dict[int, dict[str, int]]:
 
 
 def _ended_status_counts(campaign_ids: list[int]) -> dict[int, dict[str, int]]:
-    keys = {campaign_id: f"dashboard:ended-campaign-counts:{campaign_id}" for campaign_id in campaign_ids}
-    cached = cache.get_many(list(keys.values()))
-    found = {campaign_id: cached[key] for campaign_id, key in keys.items() if key in cached}
+    """The beat's stored counts; a campaign it has not counted yet from the cache or a count."""
+    found = dict(EndedCampaignCounts.objects.filter(campaign_id__in=campaign_ids)
+                 .values_list("campaign_id", "by_status"))
+    keys = {campaign_id: f"dashboard:ended-campaign-counts:{campaign_id}"
+            for campaign_id in campaign_ids if campaign_id not in found}
+    cached = cache.get_many(list(keys.values())) if keys else {}
+    found.update({campaign_id: cached[key] for campaign_id, key in keys.items() if key in cached})
     missing = [campaign_id for campaign_id in campaign_ids if campaign_id not in found]
     if missing:
-        counted = _status_counts(missing)
+        counted = campaign_status_counts(missing)
         fresh = {campaign_id: counted.get(campaign_id, {}) for campaign_id in missing}
         cache.set_many({keys[c]: counts for c, counts in fresh.items()}, ENDED_COUNTS_SECONDS)
         found.update(fresh)
