@@ -5,7 +5,7 @@ provider) count each settled minute once in the database and keep it (analytics/
 kept_minutes.py). The minutes still open change on every refresh, and during a campaign at
 2,000/s they hold 60,000-180,000 rows: counted on every refresh, that was the dashboard's
 slowest query. So each writer also adds its rows to a Redis hash of the minute, after its
-commit (one pipeline per batch), and a refresh reads the open minutes from there.
+commit (one pipeline per batch or send task), and a refresh reads the open minutes from there.
 
 These counts are for display: a writer that dies between its commit and its increment, or a
 Redis restart, leaves a minute short until it settles, when the database count replaces it. A
@@ -46,9 +46,17 @@ def minute_of(at: datetime) -> datetime:
 def live_counts_add(series: str, counts: Mapping[str, int]) -> None:
     """Add `counts` to the current minute of `series` once the current transaction commits (at
     once outside one); never raises: a live count is worth less than the write it follows."""
-    counts = {name: n for name, n in counts.items() if n}
-    if counts:
-        transaction.on_commit(lambda: _add(series, counts))
+    live_series_add({series: counts})
+
+
+def live_series_add(counts_by_series: Mapping[str, Mapping[str, int]]) -> None:
+    """`live_counts_add` for several series at once: one Redis round trip for all of them (a
+    send task adds its sends and its provider calls together)."""
+    nonzero = {series: {name: n for name, n in counts.items() if n}
+               for series, counts in counts_by_series.items()}
+    nonzero = {series: counts for series, counts in nonzero.items() if counts}
+    if nonzero:
+        transaction.on_commit(lambda: _add(nonzero))
 
 
 def live_counts_read(series: str, minutes: list[datetime]) -> dict[datetime, dict[str, int]] | None:
@@ -110,13 +118,15 @@ def provider_calls_add(counts: dict[str, int], provider: str, *, accepted: bool,
         counts[name] = counts.get(name, 0) + n
 
 
-def _add(series: str, counts: Mapping[str, int]) -> None:
-    key = _key(series, minute_of(timezone.now()))
+def _add(counts_by_series: Mapping[str, Mapping[str, int]]) -> None:
+    minute = minute_of(timezone.now())
     with contextlib.suppress(redis.RedisError):
         pipe = get_redis().pipeline(transaction=False)
-        for name, n in counts.items():
-            pipe.hincrby(key, name, n)
-        pipe.expire(key, LIVE_TTL_SECONDS)
+        for series, counts in counts_by_series.items():
+            key = _key(series, minute)
+            for name, n in counts.items():
+                pipe.hincrby(key, name, n)
+            pipe.expire(key, LIVE_TTL_SECONDS)
         pipe.execute()
 
 

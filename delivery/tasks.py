@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from clients.history_expiry import history_expire
 from core import live_counts
-from core.live_counts import live_counts_add
+from core.live_counts import live_series_add
 from core.partitions.upkeep import partitions_ahead
 from core.priorities import Priority
 from delivery.services.dispatch import messages_enqueue
@@ -73,7 +73,8 @@ def send_batch(self, message_ids: list[int], priority: int, attempt: int = 0, pi
         report = message_batch_send(message_ids=message_ids, token=self.request.id,
                                     priority=priority, pinned=pinned)
     _follow_up(report, priority, attempt, pinned)
-    live_counts_add(live_counts.SENDS, {Priority(priority).label: report.live_sent})
+    live_series_add({live_counts.SENDS: {Priority(priority).label: report.live_sent},
+                     live_counts.PROVIDER_CALLS: report.provider_calls})
     return (f"sent={report.sent} failed={report.failed} retry={len(report.retry_ids)} "
             f"deferred={len(report.deferred_ids)} dead={report.dead_lettered}")
 

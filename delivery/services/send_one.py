@@ -43,7 +43,6 @@ from delivery.services.sending import (
     Recorder,
     attempt_limit,
     hand_off_held,
-    provider_calls_count,
     render_claimed,
     results_recorder,
     sandbox_send,
@@ -112,7 +111,7 @@ def _recorder(token: str, report: BatchReport) -> Recorder:
                 provider_message_id=result.provider_message_id, response_code=result.response_code,
                 duration_ms=result.duration_ms,
             ), what=f"recording {name}'s answer"))
-        provider_calls_count(name, [result for result in results if result.outcome is Outcome.ACCEPTED])
+        report.count_calls(name, [result for result in results if result.outcome is Outcome.ACCEPTED])
         if rest:
             others(name, rest)
 

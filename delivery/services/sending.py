@@ -27,9 +27,8 @@ from django.utils import timezone
 from redis.exceptions import RedisError
 
 from clients.key_types import KeyType
-from core import live_counts
 from core.db_outage import hold_through_outage
-from core.live_counts import live_counts_add, provider_call_counts
+from core.live_counts import duration_bucket, provider_calls_add
 from core.priorities import POOLS, Priority
 from core.redis_client import get_redis, redis_key
 from delivery import signals
@@ -86,10 +85,23 @@ class BatchReport:
     # the recovery already, and this extra copy claims nothing.
     republish_ids: list[int] = field(default_factory=list)
 
+    # The dashboard's live count of the provider calls made (core/live_counts.py), added with
+    # `live_sent` by the task in one round trip.
+    provider_calls: dict[str, int] = field(default_factory=dict)
+
     def count_sent(self, provider: str, marked: int) -> None:
         self.sent += marked
         if provider != SANDBOX_PROVIDER:
             self.live_sent += marked
+
+    def count_calls(self, provider: str, results: Sequence[SendResult]) -> None:
+        """Count a provider's calls for the live series; the sandbox's answers are no provider's
+        calls."""
+        if provider == SANDBOX_PROVIDER:
+            return
+        for result in results:
+            provider_calls_add(self.provider_calls, provider, accepted=result.outcome is Outcome.ACCEPTED,
+                               bucket=duration_bucket(result.duration_ms), n=1)
 
 
 def message_batch_send(
@@ -350,17 +362,9 @@ def results_recorder(token: str, report: BatchReport) -> Recorder:
                             what=f"recording {name}'s answers")
         hold_through_outage(lambda: ledger.attempts_record(provider=name, results=results),
                             what=f"recording {name}'s attempts")
-        provider_calls_count(name, results)
+        report.count_calls(name, results)
 
     return record
-
-
-def provider_calls_count(provider: str, results: Sequence[SendResult]) -> None:
-    """The dashboard's live count of a provider's calls (core/live_counts.py); the sandbox's
-    answers are no provider's calls."""
-    if provider != SANDBOX_PROVIDER:
-        calls = [(result.outcome is Outcome.ACCEPTED, result.duration_ms) for result in results]
-        live_counts_add(live_counts.PROVIDER_CALLS, provider_call_counts(provider, calls))
 
 
 def send_with_failover(
