@@ -179,7 +179,7 @@ def main() -> None:
     finally:
         connections.close_all()
         if not (args.keep or args.reuse):
-            harness.server_statement(f'DROP DATABASE IF EXISTS "{args.database}" WITH (FORCE)')
+            harness.database_drop(args.database)
             print(f"dropped database {args.database}")
 
 

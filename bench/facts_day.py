@@ -215,7 +215,7 @@ def sent_index_ab(rows: int = 200_000, batch: int = 500, rounds: int = 40) -> No
 
 
 def _drop() -> None:
-    harness.server_statement(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
+    harness.database_drop(DATABASE)
     print(f"dropped database {DATABASE}")
 
 

@@ -86,6 +86,12 @@ def server_statement(statement: str, url: str | None = None) -> None:
     conn.close()
 
 
+def database_drop(name: str, url: str | None = None) -> None:
+    """Drop the scratch database `name` on `url`'s server (DATABASE_URL's by default), its
+    connections closed first."""
+    server_statement(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', url)
+
+
 def sql(statement: str, params: list | dict | None = None) -> list[tuple]:
     """One statement on Django's connection; its rows, if it returns any."""
     from django.db import connection

@@ -108,7 +108,7 @@ def main() -> None:
         forget_redis_keys()
         if not args.keep:
             for name in DATABASES.values():
-                harness.server_statement(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                harness.database_drop(name)
             print(f"dropped {', '.join(DATABASES.values())}")
     results["seconds"] = round(time.monotonic() - began)
     results["loadavg_end"] = harness.loadavg()
@@ -197,7 +197,7 @@ def setup_database(label: str, args: argparse.Namespace) -> dict:
         print(f"{label}: reusing {DATABASES[label]}")
         return json.loads(state.read_text())
     name = DATABASES[label]
-    harness.server_statement(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    harness.database_drop(name)
     harness.server_statement(f'CREATE DATABASE "{name}"')
     return child("setup", label, args)
 

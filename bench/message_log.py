@@ -64,7 +64,7 @@ TEMPLATE_SQL, STATUS_SQL = TEMPLATE_CASE.replace("%", "%%"), STATUS_CASE.replace
 def drop_database(url: str) -> None:
     from django.db import connections
     connections.close_all()
-    harness.server_statement(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)', url)
+    harness.database_drop(DATABASE, url)
     print(f"dropped database {DATABASE}")
 
 

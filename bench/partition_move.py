@@ -281,7 +281,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
     server_url = os.environ["DATABASE_URL"]
-    harness.server_statement(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)', server_url)
+    harness.database_drop(DATABASE, server_url)
     harness.server_statement(f'CREATE DATABASE "{DATABASE}"', server_url)
     os.environ["DATABASE_URL"] = harness.scratch_database_url(DATABASE)
     try:
@@ -290,7 +290,7 @@ def main() -> None:
         if not args.keep:
             from django.db import connections
             connections.close_all()
-            harness.server_statement(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)', server_url)
+            harness.database_drop(DATABASE, server_url)
             print(f"dropped database {DATABASE}")
     harness.LOG_DIR.mkdir(parents=True, exist_ok=True)
     (harness.LOG_DIR / "partition_move.json").write_text(json.dumps(result, indent=2))
