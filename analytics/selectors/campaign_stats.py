@@ -221,7 +221,7 @@ def campaigns_current(*, now: datetime, limit: int = 20) -> list[dict[str, Any]]
     ones for an ended campaign): a campaign stays on the dashboard after it completes."""
     live = Campaign.objects.exclude(key_type=KeyType.TEST)  # the dashboard's live figures (issue 27)
     active = list(live.filter(status__in=ACTIVE).order_by("-id")[:limit])
-    ended = list(recently_ended(live, now=now).order_by("-completed_at")[:limit])
+    ended = list(recently_ended(Campaign.objects.all(), now=now).order_by("-completed_at")[:limit])
     by_campaign = campaign_status_counts([c.id for c in active])
     by_campaign.update(_ended_status_counts([c.id for c in ended]))
     return [_campaign_row(c, by_campaign.get(c.id, {})) for c in active + ended]
