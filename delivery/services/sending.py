@@ -14,7 +14,7 @@ its first delivery) takes the path above, whose claim counts the attempt the poi
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -28,7 +28,7 @@ from redis.exceptions import RedisError
 
 from clients.key_types import KeyType
 from core.db_outage import hold_through_outage
-from core.live_counts import duration_bucket, provider_calls_add
+from core.live_counts import provider_call_counts
 from core.priorities import POOLS, Priority
 from core.redis_client import get_redis, redis_key
 from delivery import signals
@@ -87,7 +87,7 @@ class BatchReport:
 
     # The dashboard's live count of the provider calls made (core/live_counts.py), added with
     # `live_sent` by the task in one round trip.
-    provider_calls: dict[str, int] = field(default_factory=dict)
+    provider_calls: Counter[str] = field(default_factory=Counter)
 
     def count_sent(self, provider: str, marked: int) -> None:
         self.sent += marked
@@ -97,11 +97,9 @@ class BatchReport:
     def count_calls(self, provider: str, results: Sequence[SendResult]) -> None:
         """Count a provider's calls for the live series; the sandbox's answers are no provider's
         calls."""
-        if provider == SANDBOX_PROVIDER:
-            return
-        for result in results:
-            provider_calls_add(self.provider_calls, provider, accepted=result.outcome is Outcome.ACCEPTED,
-                               bucket=duration_bucket(result.duration_ms), n=1)
+        if provider != SANDBOX_PROVIDER:
+            calls = [(result.outcome is Outcome.ACCEPTED, result.duration_ms) for result in results]
+            self.provider_calls.update(provider_call_counts(provider, calls))
 
 
 def message_batch_send(
