@@ -15,6 +15,7 @@ from analytics.models import COUNTERS
 from analytics.selectors.campaign_stats import SERIES_INTERVALS, campaign_stats
 from analytics.selectors.days import BY, MAX_DAYS, service_days
 from analytics.selectors.overview import stats_overview
+from analytics.services.ended_campaigns import ended_campaign_row_counts
 from audience.topic_fields import TopicSummarySerializer
 from campaigns.models import Campaign
 from clients.key_types import caller_key_type
@@ -54,6 +55,10 @@ class CampaignStatsSerializer(serializers.Serializer):
         choices=["rows", "facts"],
         help_text="facts: the campaign began before its service's metadata retention, so `sent`, "
                   "`failed` and `suppressed` are summed from the daily facts (its rows may be gone).")
+    rows_counted_at = serializers.DateTimeField(
+        help_text="When the campaign's messages were counted (counts, providers' sent, the series' "
+                  "sent). Now, but for an ended campaign that no longer changes: its counts are kept "
+                  "and recounted at most a quarter of the time since it ended later, and within the hour.")
     unsubscribes_by_topic = TopicUnsubscribesSerializer(
         many=True, help_text="Recipients this campaign's mail made leave a topic (its one-click link, "
                              "an ESP's unsubscribe), one row per topic; each recipient counted once.")
@@ -160,7 +165,8 @@ class CampaignStatsApi(APIView):
         # With its service: the stats read its retention (analytics.horizon), one query fewer.
         campaign = owned_or_404(Campaign.objects.select_related("client"), request.user,
                                 message="No such campaign.", pk=campaign_id)
-        return Response(campaign_stats(campaign=campaign, **params.validated_data))
+        rows = ended_campaign_row_counts(campaign=campaign)
+        return Response(campaign_stats(campaign=campaign, rows=rows, **params.validated_data))
 
 
 class StatsOverviewApi(APIView):

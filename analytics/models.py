@@ -78,13 +78,18 @@ class FactsDay(models.Model):
 
 
 class EndedCampaignCounts(models.Model):
-    """An ended campaign's message rows per status, as the dashboard shows them for the 24 h after
-    its end (decision 140): counted by the beat (analytics.services.ended_campaigns), so a refresh
-    reads this row instead of counting a million-row campaign. A plain id, as the facts: a
-    campaign deleted leaves a row the next refresh removes."""
+    """An ended campaign's message rows, grouped as its statistics read them (decisions 140, 141):
+    per status (the dashboard's counts for the 24 h after its end), and the sent ones per provider
+    and per UTC minute of `sent_at`. Counted by the beat for the campaigns the dashboard shows and
+    by the statistics API for the others (analytics.services.ended_campaigns), so a dashboard
+    refresh or a stats request reads this row instead of counting a million-row campaign. A plain
+    id, as the facts: a campaign deleted leaves a row the beat removes within the hour."""
 
     campaign_id = models.BigIntegerField(primary_key=True)
     by_status = models.JSONField(default=dict)
+    # null: counted per status only (a row written before decision 141): the stats count the rows.
+    sent_by_provider = models.JSONField(null=True, blank=True)
+    sent_by_minute = models.JSONField(null=True, blank=True, help_text="{ISO UTC minute: sent}")
     counted_at = models.DateTimeField()
 
     class Meta:

@@ -542,8 +542,12 @@ def stats_phase(stack: Stack, state: dict, campaign_id: int, requests_count: int
         latencies.append((time.perf_counter() - began) * 1000)
         if response.status_code != 200:
             raise RuntimeError(f"stats of {campaign_id}: HTTP {response.status_code} {response.text[:200]}")
+    # An ended campaign's first request counts its rows and keeps the counts, the next ones read
+    # them (decision 141): the first is given apart, as the request that meets counts come due.
+    repeated = latencies[1:] or latencies
     return {"campaign": campaign_id, "requests": len(latencies), "p50_ms": harness.percentile(latencies, 0.5),
-            "p99_ms": harness.percentile(latencies, 0.99), "max_ms": max(latencies)}
+            "p99_ms": harness.percentile(latencies, 0.99), "max_ms": max(latencies),
+            "first_ms": latencies[0], "repeated_p99_ms": harness.percentile(repeated, 0.99)}
 
 
 def queries_probe(call, runs: int, *, first=None) -> dict:
@@ -584,8 +588,10 @@ def queries_probe(call, runs: int, *, first=None) -> dict:
 def role_round(args: argparse.Namespace) -> None:
     harness.django_setup()
     from analytics.dashboard.selectors import dashboard_data
+    from analytics.models import EndedCampaignCounts
     from analytics.selectors.campaign_stats import campaign_stats
     from analytics.selectors.overview import live_minutes_forget
+    from analytics.services.ended_campaigns import ended_campaign_row_counts
     from campaigns.models import Campaign
 
     state = json.loads((STATE_DIR / f"{args.database}.json").read_text())
@@ -598,9 +604,14 @@ def role_round(args: argparse.Namespace) -> None:
         count = args.stats_requests
         result["stats_new"] = stats_phase(stack, state, result["campaign"]["campaign"], count)
         if state["history_campaign"]:
+            # Counted in this round's first request (a round of an hour ago would have kept them).
+            EndedCampaignCounts.objects.filter(campaign_id=state["history_campaign"]).delete()
             result["stats_history"] = stats_phase(stack, state, state["history_campaign"], count)
             old = Campaign.objects.get(pk=state["history_campaign"])
+            # Its rows counted (as when its kept counts are due), then as the API reads them.
             result["stats_history_queries"] = queries_probe(lambda: campaign_stats(campaign=old), 5)
+            result["stats_history_kept_queries"] = queries_probe(
+                lambda: campaign_stats(campaign=old, rows=ended_campaign_row_counts(campaign=old)), 5)
         new = Campaign.objects.get(pk=result["campaign"]["campaign"])
         result["stats_new_queries"] = queries_probe(lambda: campaign_stats(campaign=new), 5)
         # As a running install refreshes it: the beat has kept the settled minutes and counted the
@@ -1024,9 +1035,15 @@ def report(results: dict) -> None:
     for name, path in (*DASHBOARD_FIGURES, ("stats p99, the campaign just sent", ("stats_new", "p99_ms"))):
         e, h, s = both(*path)
         lines.append((f"{name} ({s})", f"{e:.1f} ms", f"{h:.1f} ms", "< 200 ms", verdict(max(e, h) < 200)))
+    rows_label = f"history campaign of {setup.get('history_campaign_rows', 0):,} rows"
     h = median(figure("history", "stats_history", "p99_ms"))
-    lines.append((f"stats p99, history campaign of {setup.get('history_campaign_rows', 0):,} rows", "-",
-                  f"{h:.1f} ms", "< 200 ms", verdict(h < 200)))
+    lines.append((f"stats p99, {rows_label}", "-", f"{h:.1f} ms", "< 200 ms", verdict(h < 200)))
+    firsts = figure("history", "stats_history", "first_ms")
+    if firsts and all(firsts):
+        lines.append((f"stats, {rows_label}: its first request, counting its rows (runs "
+                      f"{[round(v, 1) for v in firsts]}) / p99 of the next ones, reading the kept counts",
+                      "-", f"{median(firsts):.1f} / "
+                           f"{median(figure('history', 'stats_history', 'repeated_p99_ms')):.1f} ms", "", ""))
     expiry = results.get("expiry")
     if expiry:
         expire = expiry["expire"]
@@ -1079,6 +1096,11 @@ def report(results: dict) -> None:
         probe = last["stats_history_queries"]
         print(f"history campaign stats in-process: db p99 {probe['db_p99_ms']:.1f} ms, slowest query "
               f"{probe['slowest_query_p99_ms']:.1f} ms: {probe['slowest_query']}")
+    if last.get("stats_history_kept_queries"):
+        probe = last["stats_history_kept_queries"]
+        print(f"the same from its kept counts: db p99 {probe['db_p99_ms']:.1f} ms, wall p99 "
+              f"{probe['wall_p99_ms']:.1f} ms, slowest query {probe['slowest_query_p99_ms']:.1f} ms: "
+              f"{probe['slowest_query']}")
     print(f"server settings for the run: {results.get('server_settings') or 'the server as it was'}")
     print(f"load average: start {results['loadavg_start']}, end {results['loadavg_end']}; "
           f"{results['seconds']} s in all")

@@ -9,6 +9,7 @@ from typing import Any
 
 from django.core.cache import cache
 from django.db.models import Count, DateTimeField, F, Func, QuerySet, Sum
+from django.utils import timezone
 
 from analytics.horizon import day_start, metadata_horizon, utc_today
 from analytics.models import EndedCampaignCounts
@@ -48,18 +49,41 @@ def campaign_rows_may_be_gone(campaign: Campaign, *, now: datetime | None = None
     return campaign.created_at < metadata_horizon(campaign.client, now=now)
 
 
+# Rows whose status will still change without anyone asking: a campaign with none is settled.
+IN_FLIGHT = ("QUEUED", "SCHEDULED", "SENDING", "AMBIGUOUS")
+
+
 @dataclass
 class RowCounts:
     """A campaign's messages from one grouped read (by status, provider and the UTC minute of
-    `sent_at`): its counts by status, `sent`, the providers' `sent` and the series' sends."""
+    `sent_at`), as of `counted_at`: its counts by status, `sent`, the providers' `sent` and the
+    series' sends."""
 
     by_status: dict[str, int] = field(default_factory=dict)
     sent_by_provider: dict[str, int] = field(default_factory=dict)
     sent_by_minute: dict[datetime, int] = field(default_factory=dict)
+    counted_at: datetime | None = None
 
     @property
     def sent(self) -> int:
         return sum(self.sent_by_provider.values())
+
+    @property
+    def settled(self) -> bool:
+        """No row is still on its way: what the statistics read of them no longer moves (a
+        delivery or an open moves a SENT row to another sent status, never out of `sent`)."""
+        return not any(self.by_status.get(status) for status in IN_FLIGHT)
+
+    @classmethod
+    def from_stored(cls, stored: EndedCampaignCounts) -> RowCounts:
+        minutes = {datetime.fromisoformat(at): n for at, n in (stored.sent_by_minute or {}).items()}
+        return cls(by_status=stored.by_status, sent_by_provider=stored.sent_by_provider or {},
+                   sent_by_minute=minutes, counted_at=stored.counted_at)
+
+    def stored_fields(self) -> dict[str, Any]:
+        """EndedCampaignCounts' fields for these counts (but when they were counted)."""
+        return {"by_status": self.by_status, "sent_by_provider": self.sent_by_provider,
+                "sent_by_minute": {at.isoformat(): n for at, n in self.sent_by_minute.items()}}
 
 
 # A campaign's rows were written together by its fan-out, so they fill few pages of its week's
@@ -89,9 +113,10 @@ def campaign_row_counts(*, campaign: Campaign) -> RowCounts:
     grouped = (EmailMessage.objects.filter(campaign=campaign)
                .annotate(t=UtcMinute("sent_at")).values_list("status", "provider", "t")
                .annotate(n=Count("id")).order_by())
+    counted_at = timezone.now()
     with planner_settings(CAMPAIGN_ROWS_PLAN):
         found = list(grouped)
-    counts = RowCounts()
+    counts = RowCounts(counted_at=counted_at)
     for status, provider, minute, n in found:
         counts.by_status[status] = counts.by_status.get(status, 0) + n
         if minute is not None:
@@ -196,17 +221,20 @@ def campaign_unsubscribes_by_topic(*, campaign: Campaign) -> list[dict[str, Any]
             for topic_id, name, n in rows]
 
 
-def campaign_stats(*, campaign: Campaign, interval: str = "minute", since: datetime | None = None) -> dict:
+def campaign_stats(*, campaign: Campaign, interval: str = "minute", since: datetime | None = None,
+                   rows: RowCounts | None = None) -> dict:
     """Counts, rates, providers and the series. The campaign's messages are read once (grouped
-    by status, provider and minute sent); its events and marks never: their figures come from
-    its counter row and minute tally (decision 125)."""
-    rows = campaign_row_counts(campaign=campaign)
+    by status, provider and minute sent), or not at all when the caller has their counts (an
+    ended campaign's stored ones, decision 141); its events and marks never: their figures come
+    from its counter row and minute tally (decision 125)."""
+    rows = rows if rows is not None else campaign_row_counts(campaign=campaign)
     gone = campaign_rows_may_be_gone(campaign)  # once: the service's horizon, the counts' source
     counts = campaign_counts(campaign=campaign, rows=rows, rows_may_be_gone=gone)
     return {
         "campaign": {"id": campaign.id, "name": campaign.name, "status": campaign.status},
         "counts": counts,
         "counts_source": "facts" if gone else "rows",
+        "rows_counted_at": rows.counted_at.isoformat() if rows.counted_at else None,
         "rates": campaign_rates(counts),
         "providers": campaign_providers(campaign=campaign, rows=rows),
         "unsubscribes_by_topic": campaign_unsubscribes_by_topic(campaign=campaign),

@@ -6,16 +6,29 @@ move after the end (a cancel's last rows, a settled AMBIGUOUS send), so the beat
 here and the dashboard reads the stored counts. Often just after the end, rarely later: a
 campaign's counts are recounted once they are older than a quarter of the time since it ended,
 at least a minute and at most an hour apart (about 40 counts over its 24 h).
+
+The statistics API reads the same row for an ended campaign (decision 141): grouping a
+250,000-row campaign's messages by status, provider and minute sent is 113-175 ms of a month of
+history, though a settled campaign's figures no longer move. It counts them when the stored ones
+are due by the same rule (so at most once an hour for an old campaign), and stores them when the
+campaign is settled; the beat forgets the counts of campaigns not shown an hour after their count.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from django.utils import timezone
 
 from analytics.models import EndedCampaignCounts
-from analytics.selectors.campaign_stats import campaign_status_counts, recently_ended
+from analytics.selectors.campaign_stats import (
+    ENDED,
+    RowCounts,
+    campaign_row_counts,
+    campaign_rows_may_be_gone,
+    recently_ended,
+)
 from campaigns.models import Campaign
 
 RECOUNT_MIN = timedelta(minutes=1)
@@ -37,19 +50,50 @@ def ended_campaign_counts_refresh(*, now: datetime | None = None, limit: int = R
     ended = dict(recently_ended(Campaign.objects.all(), now=now).values_list("id", "completed_at"))
     stored = EndedCampaignCounts.objects.filter(campaign_id__in=ended)
     due = _due(ended, dict(stored.values_list("campaign_id", "counted_at")), now=now)[:limit]
-    if due:
-        by_campaign = campaign_status_counts(due)
-        fresh = [EndedCampaignCounts(campaign_id=campaign_id, by_status=by_campaign.get(campaign_id, {}),
-                                     counted_at=now) for campaign_id in due]
-        EndedCampaignCounts.objects.bulk_create(fresh, update_conflicts=True, unique_fields=["campaign_id"],
-                                                update_fields=["by_status", "counted_at"])
-    EndedCampaignCounts.objects.exclude(campaign_id__in=ended).delete()
+    for campaign in Campaign.objects.filter(id__in=due):
+        _store(campaign.pk, campaign_row_counts(campaign=campaign), counted_at=now)
+    # Not shown: kept while the stats may read them (until due), forgotten after.
+    unshown = EndedCampaignCounts.objects.exclude(campaign_id__in=ended)
+    unshown.filter(counted_at__lt=now - RECOUNT_MAX).delete()
     return len(due)
+
+
+def ended_campaign_row_counts(*, campaign: Campaign, now: datetime | None = None) -> RowCounts:
+    """The campaign's rows as its statistics read them: an ended campaign's stored counts while
+    they are not due, else counted (and stored once it is settled). A campaign still sending, or
+    one whose rows may be gone (the counts must follow the expiry), is always counted."""
+    now = now or timezone.now()
+    keepable = (campaign.status in ENDED and campaign.completed_at is not None
+                and not campaign_rows_may_be_gone(campaign, now=now))
+    if not keepable:
+        return campaign_row_counts(campaign=campaign)
+    stored = EndedCampaignCounts.objects.filter(campaign_id=campaign.pk, sent_by_minute__isnull=False).first()
+    if stored is not None and not _is_due(stored.counted_at, campaign.completed_at, now=now):
+        kept = RowCounts.from_stored(stored)
+        if kept.settled:
+            return kept
+    # As of `now`, as the beat stores its counts: the due rule compares it with its `now`.
+    counted = replace(campaign_row_counts(campaign=campaign), counted_at=now)
+    if counted.settled:
+        _store(campaign.pk, counted, counted_at=now)
+    return counted
+
+
+def _store(campaign_id: int, counts: RowCounts, *, counted_at: datetime) -> None:
+    """Insert or replace the campaign's counts in one statement (two requests may race to it)."""
+    row = EndedCampaignCounts(campaign_id=campaign_id, counted_at=counted_at, **counts.stored_fields())
+    EndedCampaignCounts.objects.bulk_create([row], update_conflicts=True, unique_fields=["campaign_id"],
+                                            update_fields=["by_status", "sent_by_provider", "sent_by_minute",
+                                                           "counted_at"])
+
+
+def _is_due(counted_at: datetime, ended_at: datetime, *, now: datetime) -> bool:
+    return counted_at < now - recount_interval(now - ended_at)
 
 
 def _due(ended: dict[int, datetime], counted: dict[int, datetime], *, now: datetime) -> list[int]:
     """The campaigns of `ended` ({id: ended at}) whose counts (`counted`: {id: counted at}) are
     due: never counted first, then those counted longest ago."""
     due = [campaign_id for campaign_id, ended_at in ended.items()
-           if campaign_id not in counted or counted[campaign_id] < now - recount_interval(now - ended_at)]
+           if campaign_id not in counted or _is_due(counted[campaign_id], ended_at, now=now)]
     return sorted(due, key=lambda campaign_id: (campaign_id in counted, counted.get(campaign_id, now)))
