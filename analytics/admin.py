@@ -27,5 +27,5 @@ class DayFactAdmin(SystemWrittenAdmin):
 
 @admin.register(EndedCampaignCounts)
 class EndedCampaignCountsAdmin(SystemWrittenAdmin):
-    list_display = ["campaign_id", "counted_at", "by_status"]
+    list_display = ["campaign_id", "counted_at", "by_status", "sent_by_provider"]
     search_fields = ["=campaign_id"]
