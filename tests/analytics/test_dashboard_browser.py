@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from playwright.sync_api import sync_playwright
 
 from campaigns.models import Campaign
 from campaigns.services import lifecycle
@@ -20,7 +19,7 @@ from delivery.services.dispatch import messages_enqueue
 from notifier.celery import app as celery_app
 from testkit import processes
 from tests.feedback.helpers import campaign
-from tests.support.browser import CHROMIUM_ARGS, chromium_executable
+from tests.support.browser import CHROMIUM_ARGS, chromium_executable, playwright_session
 
 pytestmark = pytest.mark.e2e
 ARTIFACTS = Path(settings.BASE_DIR) / "test-artifacts"
@@ -54,7 +53,7 @@ def test_operator_watches_a_campaign_advance_and_pauses_it(
     ids = list(c.messages.order_by("id").values_list("id", flat=True))  # the ORM outside the browser
 
     ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as pw:
+    with playwright_session() as pw:
         browser = pw.chromium.launch(executable_path=chromium_executable(), args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -118,7 +117,7 @@ def test_cancel_asks_first_and_shows_the_answer(live_server, purged_queues, monk
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # ORM calls between browser steps
     get_user_model().objects.create_user("operator", password="s3cret-pass", is_staff=True)
     first, second = campaign(), campaign()
-    with sync_playwright() as pw:
+    with playwright_session() as pw:
         browser = pw.chromium.launch(executable_path=chromium_executable(), args=CHROMIUM_ARGS)
         try:
             page = browser.new_page()

@@ -8,13 +8,12 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 import pytest
-from playwright.sync_api import sync_playwright
 
 from audience.models import ConsentChange, Contact, Topic, TopicSubscription
 from delivery.services.ledger.send_reads import messages_queued_read_for_send
 from delivery.services.sending import outgoing_email
 from tests import factories
-from tests.support.browser import CHROMIUM_ARGS, chromium_executable
+from tests.support.browser import CHROMIUM_ARGS, chromium_executable, playwright_session
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 EMAIL = "ada@x.io"
@@ -40,7 +39,7 @@ def test_a_recipient_changes_topics_by_keyboard_and_click(live_server, settings,
     assert link.startswith(f"{live_server.url}/p/")
     ours, elsewhere = urlsplit(live_server.url).netloc, []
 
-    with sync_playwright() as pw:
+    with playwright_session() as pw:
         browser = pw.chromium.launch(executable_path=chromium_executable(), args=CHROMIUM_ARGS)
         try:
             page = browser.new_page()

@@ -14,7 +14,6 @@ from email.message import Message
 
 import pytest
 import requests
-from playwright.sync_api import sync_playwright
 
 from audience.models import ConsentChange, Segment
 from campaigns.models import Campaign
@@ -22,7 +21,7 @@ from delivery.models import EmailMessage
 from testkit import processes
 from testkit.waiting import wait_for
 from tests import factories
-from tests.support.browser import CHROMIUM_ARGS, chromium_executable
+from tests.support.browser import CHROMIUM_ARGS, chromium_executable, playwright_session
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 ADA, OTHERS = "ada@example.com", ["bob@example.com", "cy@example.com"]
@@ -107,7 +106,7 @@ def test_unsubscribe_from_the_newsletter_keeps_the_otp_and_the_other_topic_and_t
     assert story.campaign("Product 1", "product", segment) == Counter(EVERYONE)
 
     link = _preferences_link(story.message_to("Product 1", ADA))
-    with sync_playwright() as pw:
+    with playwright_session() as pw:
         browser = pw.chromium.launch(executable_path=chromium_executable(), args=CHROMIUM_ARGS)
         try:
             page = browser.new_page()

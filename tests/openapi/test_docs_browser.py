@@ -7,9 +7,9 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 import pytest
-from playwright.sync_api import Route, sync_playwright
+from playwright.sync_api import Route
 
-from tests.support.browser import CHROMIUM_ARGS, chromium_executable
+from tests.support.browser import CHROMIUM_ARGS, chromium_executable, playwright_session
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,7 +28,7 @@ def test_redoc_renders_with_no_request_to_another_host(live_server):
             offsite.append(route.request.url)
             route.abort()
 
-    with sync_playwright() as pw:
+    with playwright_session() as pw:
         browser = pw.chromium.launch(executable_path=chromium_executable(), args=CHROMIUM_ARGS)
         try:
             page = browser.new_page()
