@@ -10,6 +10,7 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 from rest_framework.test import APIClient
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
@@ -213,8 +214,14 @@ def test_one_delivery_in_flight_per_endpoint(endpoint, receiver):
     deliver_until(endpoint, lambda: len(receiver.requests()) >= 1, pause=0.2)
     wait_settled(record_events(1))
     reports = []
-    threads = [threading.Thread(target=lambda: reports.append(endpoint_deliver(endpoint.pk)))
-               for _ in range(3)]
+
+    def deliver() -> None:
+        try:
+            reports.append(endpoint_deliver(endpoint.pk))
+        finally:
+            connection.close()  # this thread's: Django closes only the main thread's
+
+    threads = [threading.Thread(target=deliver) for _ in range(3)]
     for thread in threads:
         thread.start()
     for thread in threads:
