@@ -17,9 +17,23 @@ from templates.services import template_create
 from testkit import processes
 from testkit.smtp import RecordingSmtpServer
 from tests import factories
+from tests.support.database_sessions import sessions_left_on_test_database
 from tests.support.session_services import pytest_configure, pytest_unconfigure
 
 __all__ = ["pytest_configure", "pytest_unconfigure"]  # the session's services (hooks)
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker) -> Iterator[None]:
+    """pytest-django's, failing before its drop if a session on the test database was left open:
+    the drop would fail on it and leave the database on the server (a thread or an event loop
+    that used the ORM and never closed its connection, a process not stopped; browser tests use
+    tests.support.browser.playwright_session)."""
+    yield
+    with django_db_blocker.unblock():
+        left = sessions_left_on_test_database()
+    if left:
+        pytest.fail("sessions left open on the test database:\n" + "\n".join(left), pytrace=False)
 
 
 @pytest.fixture(autouse=True)
