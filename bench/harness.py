@@ -223,3 +223,28 @@ def loadavg() -> str:
     """The 1/5/15-minute load averages, printed beside every figure (the machine is shared)."""
     with open("/proc/loadavg") as f:
         return " ".join(f.read().split()[:3])
+
+
+def cpu_idle_share(seconds: float) -> float:
+    """The machine's idle share of CPU time over the next `seconds` (/proc/stat: idle + iowait)."""
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+        return fields[3] + fields[4], sum(fields)
+
+    idle_before, total_before = sample()
+    time.sleep(seconds)
+    idle_after, total_after = sample()
+    return (idle_after - idle_before) / max(1, total_after - total_before)
+
+
+def settle(*, idle: float = 0.8, window: float = 2.0, timeout: float = 60.0) -> dict:
+    """Wait until the machine is at least `idle` idle over a `window` (at most `timeout` s): a
+    latency measured next does not queue behind the previous phase's leftovers (a pool still
+    exiting, autovacuum of the rows just written). {"seconds": waited, "idle": last share}."""
+    began = time.monotonic()
+    share = cpu_idle_share(window)
+    while share < idle and time.monotonic() - began < timeout:
+        share = cpu_idle_share(window)
+    return {"seconds": round(time.monotonic() - began, 1), "idle": round(share, 3)}
+

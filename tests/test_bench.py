@@ -63,6 +63,26 @@ def test_percentile_is_the_value_at_rank_q_n():
     assert [harness.percentile(values, q) for q in (0.0, 0.5, 0.99, 1.0)] == [1.0, 3.0, 5.0, 5.0]
 
 
+def test_settle_waits_for_an_idle_machine_at_most_its_timeout():
+    busy = threading.Event()
+
+    def spin() -> None:  # one core busy: the 2-core machine is at most half idle
+        while not busy.is_set():
+            pass
+
+    spinner = threading.Thread(target=spin, daemon=True)
+    spinner.start()
+    try:
+        began = time.monotonic()
+        settled = harness.settle(idle=0.9, window=0.2, timeout=0.5)
+        waited = time.monotonic() - began
+    finally:
+        busy.set()
+        spinner.join()
+    assert settled["idle"] < 0.9 and settled["seconds"] >= 0.5 and waited < 1.5
+    assert 0.0 <= harness.cpu_idle_share(0.1) <= 1.0
+
+
 def _email(message_id: int) -> OutgoingEmail:
     return OutgoingEmail(message_id=message_id, recipient=f"r{message_id}@example.com",
                          from_email="news@example.org", subject="s", text="t", html="<p>t</p>")
