@@ -165,6 +165,7 @@ class Sampler:
     series: list[dict] = field(default_factory=list)
     _cpu_base: dict[int, float] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
 
     def sample(self) -> None:
         for name, proc in list(self.procs.items()):
@@ -202,15 +203,26 @@ class Sampler:
             self.cpu.setdefault(f"pg:{application}", {})[pid] = times.user + times.system - base
 
     def run(self) -> None:
-        while not self._stop.wait(1.0):
-            self.sample()
+        try:
+            while not self._stop.wait(1.0):
+                self.sample()
+        finally:
+            if self.database is not None:
+                from django.db import connection
+
+                # This thread's own session (DatabaseBackends' query): Django closes the main
+                # thread's only, and a session left open blocks the database's drop.
+                connection.close()
 
     def start(self) -> Sampler:
-        threading.Thread(target=self.run, daemon=True, name="sampler").start()
+        self._thread = threading.Thread(target=self.run, daemon=True, name="sampler")
+        self._thread.start()
         return self
 
     def stop(self) -> None:
         self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)  # a sample under way finishes, then the session closes
 
     def cpu_seconds(self) -> dict[str, float]:
         return {name: round(sum(pids.values()), 1) for name, pids in self.cpu.items()}
