@@ -247,4 +247,3 @@ def settle(*, idle: float = 0.8, window: float = 2.0, timeout: float = 60.0) -> 
     while share < idle and time.monotonic() - began < timeout:
         share = cpu_idle_share(window)
     return {"seconds": round(time.monotonic() - began, 1), "idle": round(share, 3)}
-

@@ -59,10 +59,10 @@ class RowCounts:
     `sent_at`), as of `counted_at`: its counts by status, `sent`, the providers' `sent` and the
     series' sends."""
 
+    counted_at: datetime
     by_status: dict[str, int] = field(default_factory=dict)
     sent_by_provider: dict[str, int] = field(default_factory=dict)
     sent_by_minute: dict[datetime, int] = field(default_factory=dict)
-    counted_at: datetime | None = None
 
     @property
     def sent(self) -> int:
@@ -81,9 +81,10 @@ class RowCounts:
                    sent_by_minute=minutes, counted_at=stored.counted_at)
 
     def stored_fields(self) -> dict[str, Any]:
-        """EndedCampaignCounts' fields for these counts (but when they were counted)."""
+        """EndedCampaignCounts' fields for these counts."""
         return {"by_status": self.by_status, "sent_by_provider": self.sent_by_provider,
-                "sent_by_minute": {at.isoformat(): n for at, n in self.sent_by_minute.items()}}
+                "sent_by_minute": {at.isoformat(): n for at, n in self.sent_by_minute.items()},
+                "counted_at": self.counted_at}
 
 
 # A campaign's rows were written together by its fan-out, so they fill few pages of its week's
@@ -107,16 +108,16 @@ class UtcMinute(Func):
     output_field = DateTimeField()
 
 
-def campaign_row_counts(*, campaign: Campaign) -> RowCounts:
+def campaign_row_counts(*, campaign: Campaign, now: datetime | None = None) -> RowCounts:
     """The one read of the campaign's messages the statistics make, from the campaign index
-    alone once its week is vacuumed: msg_campaign_cover_idx includes `provider` and `sent_at`."""
+    alone once its week is vacuumed: msg_campaign_cover_idx includes `provider` and `sent_at`.
+    `now`: the count's time (the due rule of kept counts compares it with its own `now`)."""
     grouped = (EmailMessage.objects.filter(campaign=campaign)
                .annotate(t=UtcMinute("sent_at")).values_list("status", "provider", "t")
                .annotate(n=Count("id")).order_by())
-    counted_at = timezone.now()
+    counts = RowCounts(counted_at=now or timezone.now())
     with planner_settings(CAMPAIGN_ROWS_PLAN):
         found = list(grouped)
-    counts = RowCounts(counted_at=counted_at)
     for status, provider, minute, n in found:
         counts.by_status[status] = counts.by_status.get(status, 0) + n
         if minute is not None:
@@ -234,7 +235,7 @@ def campaign_stats(*, campaign: Campaign, interval: str = "minute", since: datet
         "campaign": {"id": campaign.id, "name": campaign.name, "status": campaign.status},
         "counts": counts,
         "counts_source": "facts" if gone else "rows",
-        "rows_counted_at": rows.counted_at.isoformat() if rows.counted_at else None,
+        "rows_counted_at": rows.counted_at.isoformat(),
         "rates": campaign_rates(counts),
         "providers": campaign_providers(campaign=campaign, rows=rows),
         "unsubscribes_by_topic": campaign_unsubscribes_by_topic(campaign=campaign),

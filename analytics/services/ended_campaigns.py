@@ -16,7 +16,6 @@ campaign is settled; the beat forgets the counts of campaigns not shown an hour 
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import datetime, timedelta
 
 from django.utils import timezone
@@ -51,7 +50,7 @@ def ended_campaign_counts_refresh(*, now: datetime | None = None, limit: int = R
     stored = EndedCampaignCounts.objects.filter(campaign_id__in=ended)
     due = _due(ended, dict(stored.values_list("campaign_id", "counted_at")), now=now)[:limit]
     for campaign in Campaign.objects.filter(id__in=due):
-        _store(campaign.pk, campaign_row_counts(campaign=campaign), counted_at=now)
+        _store(campaign.pk, campaign_row_counts(campaign=campaign, now=now))
     # Not shown: kept while the stats may read them (until due), forgotten after.
     unshown = EndedCampaignCounts.objects.exclude(campaign_id__in=ended)
     unshown.filter(counted_at__lt=now - RECOUNT_MAX).delete()
@@ -72,16 +71,15 @@ def ended_campaign_row_counts(*, campaign: Campaign, now: datetime | None = None
         kept = RowCounts.from_stored(stored)
         if kept.settled:
             return kept
-    # As of `now`, as the beat stores its counts: the due rule compares it with its `now`.
-    counted = replace(campaign_row_counts(campaign=campaign), counted_at=now)
+    counted = campaign_row_counts(campaign=campaign, now=now)
     if counted.settled:
-        _store(campaign.pk, counted, counted_at=now)
+        _store(campaign.pk, counted)
     return counted
 
 
-def _store(campaign_id: int, counts: RowCounts, *, counted_at: datetime) -> None:
+def _store(campaign_id: int, counts: RowCounts) -> None:
     """Insert or replace the campaign's counts in one statement (two requests may race to it)."""
-    row = EndedCampaignCounts(campaign_id=campaign_id, counted_at=counted_at, **counts.stored_fields())
+    row = EndedCampaignCounts(campaign_id=campaign_id, **counts.stored_fields())
     EndedCampaignCounts.objects.bulk_create([row], update_conflicts=True, unique_fields=["campaign_id"],
                                             update_fields=["by_status", "sent_by_provider", "sent_by_minute",
                                                            "counted_at"])
