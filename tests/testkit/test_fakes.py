@@ -1,7 +1,7 @@
 """Each fake proven against a real client: requests and boto3 sesv2.
 
-Run without Django: ``pytest -q tests/testkit -p no:django``. Every test is bounded by
-short client timeouts and short fault windows.
+They need no database or Redis (``DATABASE_URL=postgres://127.0.0.1:1/none pytest -q
+tests/testkit`` passes). Every test is bounded by short client timeouts and short fault windows.
 """
 
 from __future__ import annotations
