@@ -32,9 +32,27 @@ def playwright_session() -> Iterator[Playwright]:
     in the thread's: the ORM calls inside the block open a database session of their own, which
     neither the test's teardown nor pytest-django's closes. It outlived the session and kept the
     test database from being dropped ("is being accessed by other users"). Closed here, still
-    inside the block, where `connections` is that context's."""
+    inside the block, where `connections` is that context's, with Django's async-safety check
+    off for the call: the running loop makes `close()` refuse (SynchronousOnlyOperation). A test
+    that makes no ORM call in its block, and so does not set DJANGO_ALLOW_ASYNC_UNSAFE, still
+    finds the connection an earlier block of its process opened in that context (the docs test
+    after the dashboard's, in one CI run), though nothing else runs on it."""
     with sync_playwright() as pw:
         try:
             yield pw
         finally:
-            connections.close_all()
+            with _async_unsafe_allowed():
+                connections.close_all()
+
+
+@contextlib.contextmanager
+def _async_unsafe_allowed() -> Iterator[None]:
+    before = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = before
