@@ -36,7 +36,7 @@ class DayFact(models.Model):
     bounced = models.IntegerField(default=0)  # hard bounces, as the campaign statistics count them
     soft_bounced = models.IntegerField(default=0)
     complained = models.IntegerField(default=0)
-    unsubscribed = models.IntegerField(default=0)  # an ESP's unsubscribe event (the link: consent's history)
+    unsubscribed = models.IntegerField(default=0)  # the message's link or an ESP's event (decision 143)
     failed = models.IntegerField(default=0)
     suppressed = models.IntegerField(default=0)
     written_at = models.DateTimeField()

@@ -11,12 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.utils import timezone
 
 from audience.models import ConsentChange, Contact, Topic
 from audience.services.consent import ConsentSubject, broadcast_unsubscribe, topic_subscription_set
 from consent.extensions import campaign_topic
 from consent.tokens import AddressTarget
+from delivery.selectors import AddressOfService, campaign_message_sent_to
 from delivery.services import ledger
+from feedback.services.link_events import link_unsubscribe_record
 
 Source = ConsentChange.Source
 
@@ -33,17 +36,20 @@ class Unsubscribed:
 def contact_unsubscribe(*, contact: Contact, campaign_id: int) -> Unsubscribed:
     """A campaign link's unsubscribe: the contact leaves the campaign's topic, or, for a campaign
     with none (or deleted since), the service's broadcast stream, and its unsent campaign rows
-    are SUPPRESSED at once."""
+    are SUPPRESSED at once. A change counts as the unsubscribe of the campaign's mail to them."""
     subject = ConsentSubject.of(contact.client_id, contact.email)
     topic = campaign_topic(campaign_id)
-    if topic is not None:
-        changed = topic_subscription_set(subject=subject, topic=topic, subscribed=False, source=Source.LINK,
-                                         campaign_id=campaign_id)
-        return Unsubscribed(changed, topic)
     with transaction.atomic():
-        changed = broadcast_unsubscribe(subject=subject, source=Source.LINK, campaign_id=campaign_id)
-        ledger.contact_campaign_messages_suppress(contact_id=contact.pk, error="unsubscribed")
-    return Unsubscribed(changed, None)
+        if topic is not None:
+            changed = topic_subscription_set(subject=subject, topic=topic, subscribed=False,
+                                             source=Source.LINK, campaign_id=campaign_id)
+        else:
+            changed = broadcast_unsubscribe(subject=subject, source=Source.LINK, campaign_id=campaign_id)
+            ledger.contact_campaign_messages_suppress(contact_id=contact.pk, error="unsubscribed")
+        if changed:
+            sent = campaign_message_sent_to(campaign_id=campaign_id, contact_id=contact.pk)
+            _message_unsubscribe_count(sent, contact.email)
+    return Unsubscribed(changed, topic)
 
 
 def address_unsubscribe(*, target: AddressTarget) -> Unsubscribed:
@@ -54,9 +60,23 @@ def address_unsubscribe(*, target: AddressTarget) -> Unsubscribed:
     topic = None
     if target.topic_id is not None:
         topic = Topic.objects.filter(pk=target.topic_id, client_id=target.service_id).first()
-    if topic is not None:
-        changed = topic_subscription_set(subject=subject, topic=topic, subscribed=False, source=Source.LINK,
-                                         campaign_id=target.campaign_id)
-        return Unsubscribed(changed, topic)
-    changed = broadcast_unsubscribe(subject=subject, source=Source.LINK, campaign_id=target.campaign_id)
-    return Unsubscribed(changed, None)
+    with transaction.atomic():
+        if topic is not None:
+            changed = topic_subscription_set(subject=subject, topic=topic, subscribed=False,
+                                             source=Source.LINK, campaign_id=target.campaign_id)
+        else:
+            changed = broadcast_unsubscribe(subject=subject, source=Source.LINK,
+                                            campaign_id=target.campaign_id)
+        if changed and target.campaign_id is not None:
+            address = AddressOfService(target.service_id, target.email)
+            sent = campaign_message_sent_to(campaign_id=target.campaign_id, address=address)
+            _message_unsubscribe_count(sent, target.email)
+    return Unsubscribed(changed, topic)
+
+
+def _message_unsubscribe_count(message_id: int | None, recipient: str) -> None:
+    """The mail that carried the link counts the unsubscribe, as an ESP's unsubscribe event
+    about it would (decision 143). A one-off broadcast send's link names no campaign, and a
+    message past its retention no address: the history alone records those."""
+    if message_id is not None:
+        link_unsubscribe_record(message_id=message_id, recipient=recipient, occurred_at=timezone.now())

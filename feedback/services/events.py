@@ -25,6 +25,9 @@ from feedback.normalize import NormalizedEvent
 
 logger = logging.getLogger(__name__)
 EVENT_TABLE = EmailEvent._meta.db_table
+# The `provider` of an event we record ourselves: an unsubscribe through our own one-click link
+# (feedback.services.link_events). No ESP reported it, so it is evidence of nothing about an ESP.
+LINK_PROVIDER = "link"
 _COLUMNS = (
     "message_id", "provider", "provider_event_id", "event_type", "bounce_type", "recipient",
     "url", "occurred_at", "received_at", "raw",

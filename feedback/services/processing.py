@@ -26,7 +26,7 @@ from delivery.services.sandbox import SANDBOX_PROVIDER
 from eventlog.types import EventType as ServiceEventType
 from feedback.normalize import NormalizedEvent
 from feedback.services.counters import campaign_counters_increment
-from feedback.services.events import StoredEvent, events_store
+from feedback.services.events import LINK_PROVIDER, StoredEvent, events_store
 from feedback.services.marks import marks_from_events, marks_record
 from feedback.services.reputation import reputation_check
 from feedback.services.statuses import ambiguous_messages_reconcile, message_statuses_apply
@@ -56,15 +56,18 @@ class ProcessReport:
     clients: set[str] = field(default_factory=set)
 
 
-def events_process(*, events: Sequence[NormalizedEvent], check_reputation: bool = True) -> ProcessReport:
+def events_process(*, events: Sequence[NormalizedEvent], check_reputation: bool = True,
+                   relax_commit: bool = True) -> ProcessReport:
     """Apply a batch of normalised events; safe to call again with the same events.
 
     A caller that wraps this in its own transaction passes `check_reputation=False` and calls
-    `reputation_check` after its commit, so the guard's counting queries hold no row locks.
+    `reputation_check` after its commit, so the guard's counting queries hold no row locks, and
+    `relax_commit=False` when its own writes must not be lost in a crash (see `_relax_commit`).
     """
     report = ProcessReport(total=len(events))
     with transaction.atomic():
-        _relax_commit()
+        if relax_commit:
+            _relax_commit()
         stored = events_store(events)
         _apply(stored, report)
         live_counts_add(live_counts.EVENTS, _live_event_counts(stored))
@@ -117,10 +120,12 @@ def _apply(stored: list[StoredEvent], report: ProcessReport) -> None:
             unknown[0].event.provider, unknown[0].event.provider_message_id,
         )
     known = [s for s in stored if s.message is not None]
-    ambiguous = [s for s in known if s.message.status == EmailMessage.Status.AMBIGUOUS]
+    # Only an ESP's events say how far its reports reach or that it accepted a message.
+    from_esps = [s for s in known if s.event.provider != LINK_PROVIDER]
+    ambiguous = [s for s in from_esps if s.message.status == EmailMessage.Status.AMBIGUOUS]
     if ambiguous:
         ambiguous_messages_reconcile(events=ambiguous)
-    provider_events_seen(sent_until=_events_reach(known))
+    provider_events_seen(sent_until=_events_reach(from_esps))
     marks = marks_from_events(known)
     new_marks, moved_marks = marks_record(marks=marks)
     report.new_marks = len(new_marks)

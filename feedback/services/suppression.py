@@ -32,7 +32,7 @@ from clients.key_types import KeyType
 from core.personal_data import recipient_hash
 from feedback.models import SoftBounceTally
 from feedback.normalize import EventType
-from feedback.services.events import StoredEvent
+from feedback.services.events import LINK_PROVIDER, StoredEvent
 
 logger = logging.getLogger(__name__)
 Reason = Suppression.Reason
@@ -64,8 +64,8 @@ def suppressions_from_events(*, events: Iterable[StoredEvent]) -> int:
     soft: Counter[str] = Counter()
     for stored in events:
         address = _address(stored)
-        if not address:
-            continue
+        if not address or stored.event.provider == LINK_PROVIDER:
+            continue  # a link's unsubscribe was consent's to apply, to its topic or stream
         reason = suppression_reason(stored)
         is_test = stored.message is not None and stored.message.key_type == KeyType.TEST
         if reason == Reason.UNSUBSCRIBE:
