@@ -7,6 +7,8 @@ import time
 
 import pytest
 
+from core.lua import script
+from core.redis_client import redis_key
 from delivery.models import RateLimit
 from delivery.providers.base import OutgoingEmail
 from delivery.services import rate_limits
@@ -126,3 +128,20 @@ def test_two_callers_share_the_bucket_at_its_full_rate(settings, limit):
     elapsed = max(ended) - started
     assert len(admitted) == 2 and min(admitted) > 0, admitted  # both callers were served
     assert 0.85 * 50 * elapsed <= sum(admitted) <= 50 * elapsed + 5, (admitted, elapsed)
+
+
+def test_a_call_stamped_earlier_but_run_later_refills_nothing_twice():
+    """Callers stamp `now` with their own clock, so calls reach Redis out of stamp order; the
+    bucket keeps its latest time, or the late call's older stamp would refill the same
+    milliseconds again for the next caller."""
+    key = redis_key("ratelimit", "provider", "ses")
+    take = script("token_bucket")
+
+    def granted(now_ms: int, wanted: int) -> int:  # provider 50/s, burst 5, no P0 reserve
+        return int(take(keys=[key], args=[now_ms, wanted, 50, 5, 0])[1])
+
+    assert granted(1_000, 10) == 5  # the burst
+    assert granted(1_100, 10) == 5  # 100 ms at 50/s
+    assert granted(1_050, 10) == 0  # stamped before the last call: nothing to refill
+    assert granted(1_100, 10) == 0  # no time has passed since 1,100
+    assert granted(1_120, 10) == 1
