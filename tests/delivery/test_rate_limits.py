@@ -127,7 +127,8 @@ def test_two_callers_share_the_bucket_at_its_full_rate(settings, limit):
         thread.join(timeout=10)
     elapsed = max(ended) - started
     assert len(admitted) == 2 and min(admitted) > 0, admitted  # both callers were served
-    assert 0.85 * 50 * elapsed <= sum(admitted) <= 50 * elapsed + 5, (admitted, elapsed)
+    # The burst on top, and a token for the callers' whole-millisecond stamps.
+    assert 0.85 * 50 * elapsed <= sum(admitted) <= 50 * elapsed + 5 + 1, (admitted, elapsed)
 
 
 def test_a_call_stamped_earlier_but_run_later_refills_nothing_twice():
