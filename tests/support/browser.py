@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+from unittest import mock
 
 import pytest
 from django.db import connections
@@ -41,18 +42,5 @@ def playwright_session() -> Iterator[Playwright]:
         try:
             yield pw
         finally:
-            with _async_unsafe_allowed():
+            with mock.patch.dict(os.environ, {"DJANGO_ALLOW_ASYNC_UNSAFE": "true"}):
                 connections.close_all()
-
-
-@contextlib.contextmanager
-def _async_unsafe_allowed() -> Iterator[None]:
-    before = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
-        else:
-            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = before
