@@ -150,24 +150,20 @@ def scheduled_messages_pending_until(service_id: str, stream: str) -> datetime |
             .order_by("-scheduled_for").values_list("scheduled_for", flat=True).first())
 
 
-@dataclass(frozen=True)
-class AddressOfService:
-    service_id: str
-    email: str
 
-
-def campaign_message_sent_to(*, campaign_id: int, contact_id: int | None = None,
-                             address: AddressOfService | None = None) -> int | None:
+def campaign_message_sent_to(*, campaign_id: int, contact_id: int | None = None, service_id: str = "",
+                             recipient: str = "") -> int | None:
     """The id of the campaign's latest sent message to a contact (or, for a campaign with no
-    contacts, an address, in any case): the mail whose unsubscribe link was used. None when
-    nothing was sent to them, or the address is gone with its personal data. Found through
-    msg_contact_idx or msg_client_recipient_idx: a few rows, not the campaign's."""
+    contacts, the service's address `recipient`, in any case): the mail whose unsubscribe link
+    was used. None when nothing was sent to them, or the address is gone with its personal
+    data. Found through msg_contact_idx or msg_client_recipient_idx: a few rows, not the
+    campaign's."""
     rows = EmailMessage.objects.filter(campaign_id=campaign_id, sent_at__isnull=False)
     if contact_id is not None:
         rows = rows.filter(contact_id=contact_id)
-    elif address is not None:
+    elif recipient:
         rows = (rows.alias(address=Lower("recipient"))
-                .filter(client_id=address.service_id, contact__isnull=True, address=address.email.lower()))
+                .filter(client_id=service_id, contact__isnull=True, address=recipient.lower()))
     else:
         return None
     return rows.order_by("-sent_at", "-id").values_list("id", flat=True).first()

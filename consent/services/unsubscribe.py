@@ -17,7 +17,7 @@ from audience.models import ConsentChange, Contact, Topic
 from audience.services.consent import ConsentSubject, broadcast_unsubscribe, topic_subscription_set
 from consent.extensions import campaign_topic
 from consent.tokens import AddressTarget
-from delivery.selectors import AddressOfService, campaign_message_sent_to
+from delivery.selectors import campaign_message_sent_to
 from delivery.services import ledger
 from feedback.services.link_events import link_unsubscribe_record
 
@@ -40,11 +40,8 @@ def contact_unsubscribe(*, contact: Contact, campaign_id: int) -> Unsubscribed:
     subject = ConsentSubject.of(contact.client_id, contact.email)
     topic = campaign_topic(campaign_id)
     with transaction.atomic():
-        if topic is not None:
-            changed = topic_subscription_set(subject=subject, topic=topic, subscribed=False,
-                                             source=Source.LINK, campaign_id=campaign_id)
-        else:
-            changed = broadcast_unsubscribe(subject=subject, source=Source.LINK, campaign_id=campaign_id)
+        changed = _leave(subject, topic, campaign_id)
+        if topic is None:
             ledger.contact_campaign_messages_suppress(contact_id=contact.pk, error="unsubscribed")
         if changed:
             sent = campaign_message_sent_to(campaign_id=campaign_id, contact_id=contact.pk)
@@ -61,17 +58,21 @@ def address_unsubscribe(*, target: AddressTarget) -> Unsubscribed:
     if target.topic_id is not None:
         topic = Topic.objects.filter(pk=target.topic_id, client_id=target.service_id).first()
     with transaction.atomic():
-        if topic is not None:
-            changed = topic_subscription_set(subject=subject, topic=topic, subscribed=False,
-                                             source=Source.LINK, campaign_id=target.campaign_id)
-        else:
-            changed = broadcast_unsubscribe(subject=subject, source=Source.LINK,
-                                            campaign_id=target.campaign_id)
+        changed = _leave(subject, topic, target.campaign_id)
         if changed and target.campaign_id is not None:
-            address = AddressOfService(target.service_id, target.email)
-            sent = campaign_message_sent_to(campaign_id=target.campaign_id, address=address)
+            sent = campaign_message_sent_to(campaign_id=target.campaign_id, service_id=target.service_id,
+                                            recipient=target.email)
             _message_unsubscribe_count(sent, target.email)
     return Unsubscribed(changed, topic)
+
+
+def _leave(subject: ConsentSubject, topic: Topic | None, campaign_id: int | None) -> bool:
+    """The link's consent change: leave `topic`, or with none the service's broadcast stream;
+    False when it was already so (the history records only changes)."""
+    if topic is not None:
+        return topic_subscription_set(subject=subject, topic=topic, subscribed=False, source=Source.LINK,
+                                      campaign_id=campaign_id)
+    return broadcast_unsubscribe(subject=subject, source=Source.LINK, campaign_id=campaign_id)
 
 
 def _message_unsubscribe_count(message_id: int | None, recipient: str) -> None:
