@@ -65,7 +65,7 @@ def ended_campaign_row_counts(*, campaign: Campaign, now: datetime | None = None
     keepable = (campaign.status in ENDED and campaign.completed_at is not None
                 and not campaign_rows_may_be_gone(campaign, now=now))
     if not keepable:
-        return campaign_row_counts(campaign=campaign)
+        return campaign_row_counts(campaign=campaign, now=now)
     stored = EndedCampaignCounts.objects.filter(campaign_id=campaign.pk, sent_by_minute__isnull=False).first()
     if stored is not None and not _is_due(stored.counted_at, campaign.completed_at, now=now):
         kept = RowCounts.from_stored(stored)
@@ -79,10 +79,10 @@ def ended_campaign_row_counts(*, campaign: Campaign, now: datetime | None = None
 
 def _store(campaign_id: int, counts: RowCounts) -> None:
     """Insert or replace the campaign's counts in one statement (two requests may race to it)."""
-    row = EndedCampaignCounts(campaign_id=campaign_id, **counts.stored_fields())
-    EndedCampaignCounts.objects.bulk_create([row], update_conflicts=True, unique_fields=["campaign_id"],
-                                            update_fields=["by_status", "sent_by_provider", "sent_by_minute",
-                                                           "counted_at"])
+    fields = counts.stored_fields()
+    EndedCampaignCounts.objects.bulk_create([EndedCampaignCounts(campaign_id=campaign_id, **fields)],
+                                            update_conflicts=True, unique_fields=["campaign_id"],
+                                            update_fields=list(fields))
 
 
 def _is_due(counted_at: datetime, ended_at: datetime, *, now: datetime) -> bool:
